@@ -1,0 +1,217 @@
+// Package config turns Herald's configuration objects into one immutable,
+// validated model. Parse is the only entry point: the controller, the speaker
+// and the admission webhook all use it, so an object is judged the same way
+// everywhere.
+package config
+
+import (
+	"net/netip"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Config is the validated configuration. Every slice is sorted by name and
+// nothing in it is modified after Parse returns; callers must not modify it
+// either.
+type Config struct {
+	// Pools are the valid address pools, sorted by name.
+	Pools []*Pool
+	// L2Advertisements are the valid L2 advertisements, sorted by name.
+	L2Advertisements []*L2Advertisement
+	// BGPAdvertisements are the valid BGP advertisements, sorted by name.
+	BGPAdvertisements []*BGPAdvertisement
+	// Peers are the valid BGP peers, sorted by name.
+	Peers []*Peer
+	// Communities maps alias names to their values.
+	Communities map[string]CommunityValue
+}
+
+// Pool returns the pool with the given name, or nil.
+func (c *Config) Pool(name string) *Pool {
+	for _, p := range c.Pools {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Range is an inclusive range of addresses of one family. Prefix is valid when
+// the range was written as a CIDR.
+type Range struct {
+	First, Last netip.Addr
+	Prefix      netip.Prefix
+}
+
+// Contains reports whether a lies in the range.
+func (r Range) Contains(a netip.Addr) bool {
+	return a.BitLen() == r.First.BitLen() && r.First.Compare(a) <= 0 && a.Compare(r.Last) <= 0
+}
+
+// Overlaps reports whether the two ranges share an address.
+func (r Range) Overlaps(o Range) bool {
+	return r.First.BitLen() == o.First.BitLen() && r.First.Compare(o.Last) <= 0 && o.First.Compare(r.Last) <= 0
+}
+
+// String renders the range as it would be written in a pool.
+func (r Range) String() string {
+	if r.Prefix.IsValid() {
+		return r.Prefix.String()
+	}
+	return r.First.String() + "-" + r.Last.String()
+}
+
+// Pool is a validated IPAddressPool.
+type Pool struct {
+	Name   string
+	Labels labels.Set
+	// Ranges are the pool's addresses, sorted, IPv4 before IPv6, not
+	// overlapping. Empty for node-address pools.
+	Ranges []Range
+	// NodeAddresses is set for pools made of the nodes' own addresses.
+	NodeAddresses *NodeAddressSource
+	AutoAssign    bool
+	AvoidBuggyIPs bool
+	// Allocation is nil for pools without spec.serviceAllocation.
+	Allocation *Allocation
+}
+
+// HasFamily reports whether the pool has addresses of the family of a
+// (IPv4 when a is an IPv4 address, IPv6 otherwise). Node-address pools have
+// both families.
+func (p *Pool) HasFamily(ipv6 bool) bool {
+	if p.NodeAddresses != nil {
+		return true
+	}
+	for _, r := range p.Ranges {
+		if r.First.Is6() == ipv6 {
+			return true
+		}
+	}
+	return false
+}
+
+// Contains reports whether a is one of the pool's addresses.
+func (p *Pool) Contains(a netip.Addr) bool {
+	for _, r := range p.Ranges {
+		if r.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// NodeAddressSource describes a pool made of node addresses.
+type NodeAddressSource struct {
+	Selector labels.Selector
+	// AddressType is v1beta1.NodeExternalIP or v1beta1.NodeInternalIP.
+	AddressType string
+}
+
+// Allocation is a compiled spec.serviceAllocation.
+type Allocation struct {
+	// Priority orders scoped pools; 0 means unset and sorts last.
+	Priority int
+	// Namespaces is the sorted set of namespace names served.
+	Namespaces []string
+	// NamespaceSelectors and ServiceSelectors are compiled label selectors.
+	NamespaceSelectors []labels.Selector
+	ServiceSelectors   []labels.Selector
+}
+
+// HasScope reports whether the allocation restricts namespaces or Services
+// (a serviceAllocation with only a priority serves everyone).
+func (a *Allocation) HasScope() bool {
+	return len(a.Namespaces) > 0 || len(a.NamespaceSelectors) > 0 || len(a.ServiceSelectors) > 0
+}
+
+// Matches reports whether a Service in namespace ns (with namespace labels
+// nsLabels) and with labels svcLabels is served. A Service must match the
+// namespace rules (by name or selector) when there are any, and a Service
+// selector when there are any.
+func (a *Allocation) Matches(ns string, nsLabels, svcLabels labels.Labels) bool {
+	if len(a.Namespaces) > 0 || len(a.NamespaceSelectors) > 0 {
+		if !containsString(a.Namespaces, ns) && !anySelects(a.NamespaceSelectors, nsLabels) {
+			return false
+		}
+	}
+	if len(a.ServiceSelectors) > 0 && !anySelects(a.ServiceSelectors, svcLabels) {
+		return false
+	}
+	return true
+}
+
+func containsString(sorted []string, s string) bool {
+	for _, x := range sorted {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func anySelects(sels []labels.Selector, l labels.Labels) bool {
+	if l == nil {
+		l = labels.Set{}
+	}
+	for _, s := range sels {
+		if s.Matches(l) {
+			return true
+		}
+	}
+	return false
+}
+
+// L2Advertisement is a validated L2Advertisement.
+type L2Advertisement struct {
+	Name string
+	// Pools are the names of the existing pools it announces, sorted.
+	Pools []string
+	// NodeSelectors is empty when every node may announce.
+	NodeSelectors []labels.Selector
+	Interfaces    []string
+}
+
+// BGPAdvertisement is a validated BGPAdvertisement.
+type BGPAdvertisement struct {
+	Name string
+	// Pools are the names of the existing pools it announces, sorted.
+	Pools               []string
+	NodeSelectors       []labels.Selector
+	Peers               []string
+	AggregationLength   int
+	AggregationLengthV6 int
+	LocalPref           uint32
+	// Communities are resolved (aliases replaced by values), in spec order.
+	Communities []CommunityValue
+}
+
+// CommunityValue is a standard or large BGP community.
+type CommunityValue struct {
+	// Large is true for a large community (RFC 8092).
+	Large bool
+	// Standard holds a standard community as ASN<<16 | value.
+	Standard uint32
+	// GlobalAdmin, Local1, Local2 hold a large community.
+	GlobalAdmin, Local1, Local2 uint32
+}
+
+// Peer is a validated BGPPeer.
+type Peer struct {
+	Name          string
+	MyASN         uint32
+	PeerASN       uint32
+	Address       netip.Addr
+	Port          uint16
+	SourceAddress netip.Addr // zero when unset
+	RouterID      netip.Addr // zero when unset
+	HoldTime      time.Duration
+	KeepaliveTime time.Duration
+	ConnectTime   time.Duration
+	EBGPMultiHop  bool
+	// PasswordSecret is the name of the Secret holding the password, or "".
+	PasswordSecret  string
+	NodeSelectors   []labels.Selector
+	GracefulRestart bool
+}

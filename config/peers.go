@@ -1,0 +1,189 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+)
+
+// BGP timer defaults (RFC 4271 suggestions, as routers use them).
+const (
+	DefaultHoldTime    = 90 * time.Second
+	DefaultConnectTime = 120 * time.Second
+	DefaultBGPPort     = 179
+)
+
+// parsePeers validates each peer on its own, then drops a peer that
+// duplicates an older one (same address and port) on nodes both may select.
+func parsePeers(objs []v1beta1.BGPPeer, probs *Problems) []*Peer {
+	sorted := append([]v1beta1.BGPPeer(nil), objs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return byAge(sorted[i].ObjectMeta, sorted[j].ObjectMeta) })
+	var accepted []*Peer
+	for i := range sorted {
+		r := &reporter{kind: KindBGPPeer, name: sorted[i].Name, out: probs}
+		p := parsePeer(&sorted[i].Spec, sorted[i].Name, r)
+		if p == nil {
+			continue
+		}
+		if dup := duplicatePeer(accepted, p); dup != nil {
+			r.errorf("spec.peerAddress", "duplicates BGPPeer %q (%s port %d) on nodes both select",
+				dup.Name, p.Address, p.Port)
+			continue
+		}
+		accepted = append(accepted, p)
+	}
+	sort.Slice(accepted, func(i, j int) bool { return accepted[i].Name < accepted[j].Name })
+	return accepted
+}
+
+func duplicatePeer(accepted []*Peer, p *Peer) *Peer {
+	for _, o := range accepted {
+		if o.Address == p.Address && o.Port == p.Port && selectorListsOverlap(o.NodeSelectors, p.NodeSelectors) {
+			return o
+		}
+	}
+	return nil
+}
+
+func parsePeer(s *v1beta1.BGPPeerSpec, name string, r *reporter) *Peer {
+	p := &Peer{
+		Name:            name,
+		MyASN:           s.MyASN,
+		PeerASN:         s.PeerASN,
+		Port:            s.PeerPort,
+		EBGPMultiHop:    s.EBGPMultiHop,
+		GracefulRestart: s.GracefulRestart,
+		HoldTime:        DefaultHoldTime,
+		ConnectTime:     DefaultConnectTime,
+	}
+	if p.MyASN == 0 {
+		r.errorf("spec.myASN", "must be set (1-4294967295)")
+	}
+	if p.PeerASN == 0 {
+		r.errorf("spec.peerASN", "must be set (1-4294967295)")
+	}
+	if p.Port == 0 {
+		p.Port = DefaultBGPPort
+	}
+	if p.EBGPMultiHop && p.MyASN == p.PeerASN {
+		r.errorf("spec.ebgpMultiHop", "applies to eBGP only, but myASN equals peerASN (%d)", p.MyASN)
+	}
+	var err error
+	if p.Address, err = netip.ParseAddr(s.PeerAddress); err != nil || p.Address.Zone() != "" {
+		r.errorf("spec.peerAddress", "%q is not an IP address", s.PeerAddress)
+	}
+	if s.SourceAddress != "" {
+		if p.SourceAddress, err = netip.ParseAddr(s.SourceAddress); err != nil {
+			r.errorf("spec.sourceAddress", "%q is not an IP address", s.SourceAddress)
+		} else if p.Address.IsValid() && p.SourceAddress.Is4() != p.Address.Is4() {
+			r.errorf("spec.sourceAddress", "%s is not of the family of peerAddress %s", p.SourceAddress, p.Address)
+		}
+	}
+	if s.RouterID != "" {
+		if p.RouterID, err = netip.ParseAddr(s.RouterID); err != nil || !p.RouterID.Is4() {
+			r.errorf("spec.routerID", "%q is not an IPv4 address", s.RouterID)
+		}
+	}
+	if s.HoldTime != nil {
+		p.HoldTime = s.HoldTime.Duration
+		switch {
+		case p.HoldTime < 0:
+			r.errorf("spec.holdTime", "%s is negative", p.HoldTime)
+		case p.HoldTime%time.Second != 0:
+			r.errorf("spec.holdTime", "%s is not a whole number of seconds", p.HoldTime)
+		case p.HoldTime != 0 && p.HoldTime < 3*time.Second:
+			r.errorf("spec.holdTime", "%s is below the BGP minimum of 3s (use 0 to disable keepalives)", p.HoldTime)
+		}
+	}
+	p.KeepaliveTime = p.HoldTime / 3
+	if s.KeepaliveTime != nil {
+		p.KeepaliveTime = s.KeepaliveTime.Duration
+		switch {
+		case p.KeepaliveTime < 0:
+			r.errorf("spec.keepaliveTime", "%s is negative", p.KeepaliveTime)
+		case p.HoldTime != 0 && p.KeepaliveTime >= p.HoldTime:
+			r.errorf("spec.keepaliveTime", "%s must be shorter than holdTime %s", p.KeepaliveTime, p.HoldTime)
+		}
+	}
+	if s.ConnectTime != nil {
+		p.ConnectTime = s.ConnectTime.Duration
+		if p.ConnectTime < time.Second {
+			r.errorf("spec.connectTime", "%s is shorter than 1s", p.ConnectTime)
+		}
+	}
+	if s.PasswordSecret != nil {
+		if s.PasswordSecret.Name == "" {
+			r.errorf("spec.passwordSecret.name", "must name a Secret")
+		}
+		p.PasswordSecret = s.PasswordSecret.Name
+	}
+	p.NodeSelectors = compileSelectors(r, "spec.nodeSelectors", s.NodeSelectors)
+	if r.broken {
+		return nil
+	}
+	return p
+}
+
+// selectorListsOverlap reports whether some node could match both lists (an
+// empty list selects every node). It answers from the selectors alone, so
+// the webhook and the controller agree without looking at nodes: two
+// selectors overlap unless one requirement of each contradicts the other.
+func selectorListsOverlap(a, b []labels.Selector) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return true
+	}
+	for _, sa := range a {
+		for _, sb := range b {
+			if !selectorsDisjoint(sa, sb) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func selectorsDisjoint(a, b labels.Selector) bool {
+	ra, _ := a.Requirements()
+	rb, _ := b.Requirements()
+	for _, x := range ra {
+		for _, y := range rb {
+			if x.Key() == y.Key() && (requirementsContradict(x, y) || requirementsContradict(y, x)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// requirementsContradict reports whether no label value can satisfy both x and
+// y (checked in one direction; the caller tries both).
+func requirementsContradict(x, y labels.Requirement) bool {
+	inSet := func(r labels.Requirement) bool {
+		op := r.Operator()
+		return op == selection.In || op == selection.Equals || op == selection.DoubleEquals
+	}
+	notInSet := func(r labels.Requirement) bool {
+		op := r.Operator()
+		return op == selection.NotIn || op == selection.NotEquals
+	}
+	switch {
+	case y.Operator() == selection.DoesNotExist:
+		return inSet(x) || x.Operator() == selection.Exists
+	case inSet(x) && inSet(y):
+		return !x.Values().HasAny(y.Values().UnsortedList()...)
+	case inSet(x) && notInSet(y):
+		return y.Values().HasAll(x.Values().UnsortedList()...)
+	}
+	return false
+}
+
+// String is for messages.
+func (p *Peer) String() string {
+	return fmt.Sprintf("%s (%s:%d AS%d)", p.Name, p.Address, p.Port, p.PeerASN)
+}

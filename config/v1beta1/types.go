@@ -1,0 +1,345 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types set on the status of every configuration object.
+const (
+	// ConditionValid is True when the object passed validation and is in use,
+	// False (with a reason and message) when it is ignored because it is broken.
+	ConditionValid = "Valid"
+)
+
+// AddressType values for NodeAddresses.AddressType.
+const (
+	NodeExternalIP = "ExternalIP"
+	NodeInternalIP = "InternalIP"
+)
+
+// IPAddressPool is a set of addresses Herald may give to LoadBalancer Services:
+// either explicit ranges (spec.addresses) or the nodes' own addresses
+// (spec.nodeAddresses), never both.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ipp
+// +kubebuilder:printcolumn:name="Auto Assign",type=boolean,JSONPath=`.spec.autoAssign`
+// +kubebuilder:printcolumn:name="Avoid Buggy IPs",type=boolean,JSONPath=`.spec.avoidBuggyIPs`
+// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.spec.addresses`
+// +kubebuilder:printcolumn:name="Assigned IPv4",type=integer,JSONPath=`.status.assignedIPv4`
+// +kubebuilder:printcolumn:name="Available IPv4",type=integer,JSONPath=`.status.availableIPv4`
+type IPAddressPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   IPAddressPoolSpec   `json:"spec"`
+	Status IPAddressPoolStatus `json:"status,omitempty"`
+}
+
+// IPAddressPoolSpec describes the addresses of a pool and which Services may use them.
+type IPAddressPoolSpec struct {
+	// Addresses lists the pool's addresses as CIDRs (192.168.10.0/24,
+	// fd00:10::/120) or inclusive ranges (192.168.10.10-192.168.10.20). IPv4 and
+	// IPv6 entries may be mixed in one pool; one range may not mix families.
+	// +optional
+	Addresses []string `json:"addresses,omitempty"`
+
+	// NodeAddresses makes a pool whose addresses are the nodes' own IPs (the
+	// ServiceLB model): Services placed in it are exposed on the selected nodes.
+	// +optional
+	NodeAddresses *NodeAddresses `json:"nodeAddresses,omitempty"`
+
+	// AutoAssign lets Herald pick this pool for Services that did not ask for
+	// it. With false, the pool is used only when a Service names it or requests
+	// one of its addresses.
+	// +optional
+	// +kubebuilder:default:=true
+	AutoAssign *bool `json:"autoAssign,omitempty"`
+
+	// AvoidBuggyIPs skips IPv4 addresses ending in .0 or .255 (within each
+	// /24-aligned block), which some old client stacks drop.
+	// +optional
+	AvoidBuggyIPs bool `json:"avoidBuggyIPs,omitempty"`
+
+	// ServiceAllocation restricts the pool to some namespaces and Services and
+	// orders it among the pools that match.
+	// +optional
+	ServiceAllocation *ServiceAllocation `json:"serviceAllocation,omitempty"`
+}
+
+// NodeAddresses selects nodes whose addresses form the pool.
+type NodeAddresses struct {
+	// NodeSelector picks the nodes; empty means every node.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// AddressType is the node address to use: ExternalIP (falling back to
+	// InternalIP for nodes that have none) or InternalIP.
+	// +optional
+	// +kubebuilder:validation:Enum=ExternalIP;InternalIP
+	// +kubebuilder:default:=ExternalIP
+	AddressType string `json:"addressType,omitempty"`
+}
+
+// ServiceAllocation scopes a pool to Services and gives it a priority.
+type ServiceAllocation struct {
+	// Priority orders matching pools: the lower number is tried first. 0 (unset)
+	// sorts after every set priority.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Priority int `json:"priority,omitempty"`
+
+	// Namespaces the pool serves, by name.
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
+
+	// NamespaceSelectors select the namespaces the pool serves by label. A
+	// namespace matching Namespaces or any selector is served.
+	// +optional
+	NamespaceSelectors []metav1.LabelSelector `json:"namespaceSelectors,omitempty"`
+
+	// ServiceSelectors select the Services the pool serves by label. When both
+	// namespaces and Service selectors are set, a Service must match both.
+	// +optional
+	ServiceSelectors []metav1.LabelSelector `json:"serviceSelectors,omitempty"`
+}
+
+// IPAddressPoolStatus reports the pool's use. IPv6 figures saturate at the
+// largest int64.
+type IPAddressPoolStatus struct {
+	AssignedIPv4  int64 `json:"assignedIPv4"`
+	AssignedIPv6  int64 `json:"assignedIPv6"`
+	AvailableIPv4 int64 `json:"availableIPv4"`
+	AvailableIPv6 int64 `json:"availableIPv6"`
+
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// IPAddressPoolList is a list of IPAddressPool.
+//
+// +kubebuilder:object:root=true
+type IPAddressPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []IPAddressPool `json:"items"`
+}
+
+// ConfigStatus is the status shared by advertisements, peers and communities.
+type ConfigStatus struct {
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// L2Advertisement announces the addresses of the selected pools on the local
+// network with ARP (IPv4) and NDP (IPv6) from one elected node per address.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=l2adv
+type L2Advertisement struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   L2AdvertisementSpec `json:"spec,omitempty"`
+	Status ConfigStatus        `json:"status,omitempty"`
+}
+
+// L2AdvertisementSpec selects pools, nodes and interfaces. With no pools and no
+// pool selectors, every pool is announced.
+type L2AdvertisementSpec struct {
+	// IPAddressPools names the pools to announce.
+	// +optional
+	IPAddressPools []string `json:"ipAddressPools,omitempty"`
+	// IPAddressPoolSelectors select pools to announce by label.
+	// +optional
+	IPAddressPoolSelectors []metav1.LabelSelector `json:"ipAddressPoolSelectors,omitempty"`
+	// NodeSelectors limit the nodes that may announce; empty means every node.
+	// +optional
+	NodeSelectors []metav1.LabelSelector `json:"nodeSelectors,omitempty"`
+	// Interfaces limit the interfaces answering ARP/NDP; empty means every
+	// interface with a route to the address's network.
+	// +optional
+	Interfaces []string `json:"interfaces,omitempty"`
+}
+
+// L2AdvertisementList is a list of L2Advertisement.
+//
+// +kubebuilder:object:root=true
+type L2AdvertisementList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []L2Advertisement `json:"items"`
+}
+
+// BGPAdvertisement announces the addresses of the selected pools to BGP peers.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=bgpadv
+type BGPAdvertisement struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   BGPAdvertisementSpec `json:"spec,omitempty"`
+	Status ConfigStatus         `json:"status,omitempty"`
+}
+
+// BGPAdvertisementSpec selects pools, nodes and peers and sets route attributes.
+type BGPAdvertisementSpec struct {
+	// IPAddressPools names the pools to announce.
+	// +optional
+	IPAddressPools []string `json:"ipAddressPools,omitempty"`
+	// IPAddressPoolSelectors select pools to announce by label.
+	// +optional
+	IPAddressPoolSelectors []metav1.LabelSelector `json:"ipAddressPoolSelectors,omitempty"`
+	// NodeSelectors limit the nodes that announce; empty means every node.
+	// +optional
+	NodeSelectors []metav1.LabelSelector `json:"nodeSelectors,omitempty"`
+	// Peers names the BGPPeers to announce to; empty means every peer.
+	// +optional
+	Peers []string `json:"peers,omitempty"`
+	// AggregationLength is the IPv4 prefix length announced (default 32). It
+	// may not be shorter than any prefix of the pools it announces.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=32
+	AggregationLength *int32 `json:"aggregationLength,omitempty"`
+	// AggregationLengthV6 is the IPv6 prefix length announced (default 128).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=128
+	AggregationLengthV6 *int32 `json:"aggregationLengthV6,omitempty"`
+	// LocalPref is the LOCAL_PREF attribute for iBGP peers.
+	// +optional
+	LocalPref uint32 `json:"localPref,omitempty"`
+	// Communities attached to the routes: standard (65000:100), large
+	// (large:1:2:3), a well-known name (no-export, no-advertise, local-as,
+	// no-peer) or the name of a Community alias.
+	// +optional
+	Communities []string `json:"communities,omitempty"`
+}
+
+// BGPAdvertisementList is a list of BGPAdvertisement.
+//
+// +kubebuilder:object:root=true
+type BGPAdvertisementList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BGPAdvertisement `json:"items"`
+}
+
+// BGPPeer is a router the speakers on the selected nodes open a BGP session to.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.peerAddress`
+// +kubebuilder:printcolumn:name="ASN",type=integer,JSONPath=`.spec.peerASN`
+type BGPPeer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   BGPPeerSpec  `json:"spec"`
+	Status ConfigStatus `json:"status,omitempty"`
+}
+
+// BGPPeerSpec describes one BGP neighbour.
+type BGPPeerSpec struct {
+	// MyASN is the AS number the speakers use.
+	// +kubebuilder:validation:Minimum=1
+	MyASN uint32 `json:"myASN"`
+	// PeerASN is the router's AS number.
+	// +kubebuilder:validation:Minimum=1
+	PeerASN uint32 `json:"peerASN"`
+	// PeerAddress is the router's IPv4 or IPv6 address.
+	PeerAddress string `json:"peerAddress"`
+	// PeerPort is the router's TCP port (default 179).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	PeerPort uint16 `json:"peerPort,omitempty"`
+	// SourceAddress is the local address of the session.
+	// +optional
+	SourceAddress string `json:"sourceAddress,omitempty"`
+	// RouterID overrides the BGP router ID (an IPv4 address).
+	// +optional
+	RouterID string `json:"routerID,omitempty"`
+	// HoldTime is the proposed hold time (default 90s); 0 or at least 3s.
+	// +optional
+	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
+	// KeepaliveTime is the keepalive interval (default a third of HoldTime); it
+	// must be shorter than HoldTime.
+	// +optional
+	KeepaliveTime *metav1.Duration `json:"keepaliveTime,omitempty"`
+	// ConnectTime is the connect retry interval (default 120s).
+	// +optional
+	ConnectTime *metav1.Duration `json:"connectTime,omitempty"`
+	// EBGPMultiHop allows an eBGP peer that is not directly connected.
+	// +optional
+	EBGPMultiHop bool `json:"ebgpMultiHop,omitempty"`
+	// PasswordSecret names a Secret of type kubernetes.io/basic-auth in the
+	// install namespace whose "password" key holds the TCP MD5 password.
+	// +optional
+	PasswordSecret *SecretReference `json:"passwordSecret,omitempty"`
+	// NodeSelectors limit the nodes that peer; empty means every node.
+	// +optional
+	NodeSelectors []metav1.LabelSelector `json:"nodeSelectors,omitempty"`
+	// GracefulRestart enables BGP graceful restart (RFC 4724) so routers keep
+	// the routes while a speaker restarts.
+	// +optional
+	GracefulRestart bool `json:"gracefulRestart,omitempty"`
+}
+
+// SecretReference names a Secret in the install namespace.
+type SecretReference struct {
+	Name string `json:"name"`
+}
+
+// BGPPeerList is a list of BGPPeer.
+//
+// +kubebuilder:object:root=true
+type BGPPeerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BGPPeer `json:"items"`
+}
+
+// Community defines named BGP community values that BGPAdvertisements can use.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+type Community struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   CommunitySpec `json:"spec,omitempty"`
+	Status ConfigStatus  `json:"status,omitempty"`
+}
+
+// CommunitySpec lists aliases.
+type CommunitySpec struct {
+	// +optional
+	Communities []CommunityAlias `json:"communities,omitempty"`
+}
+
+// CommunityAlias names one community value.
+type CommunityAlias struct {
+	// Name is the alias used in BGPAdvertisement.spec.communities.
+	Name string `json:"name"`
+	// Value is a standard (65000:100) or large (large:1:2:3) community.
+	Value string `json:"value"`
+}
+
+// CommunityList is a list of Community.
+//
+// +kubebuilder:object:root=true
+type CommunityList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Community `json:"items"`
+}
