@@ -1,0 +1,146 @@
+package ipam
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Service annotations read by [ParseRequest]. Herald's own and MetalLB's are
+// honoured alike so that MetalLB users can move over without editing their
+// Services.
+const (
+	AnnotationLoadBalancerIPs        = "herald.dev/loadBalancerIPs"
+	AnnotationAddressPool            = "herald.dev/address-pool"
+	AnnotationAllowSharedIP          = "herald.dev/allow-shared-ip"
+	AnnotationMetalLBLoadBalancerIPs = "metallb.io/loadBalancerIPs"
+	AnnotationMetalLBAddressPool     = "metallb.io/address-pool"
+	AnnotationMetalLBAllowSharedIP   = "metallb.io/allow-shared-ip"
+)
+
+// Request is what a Service asks of the allocator.
+type Request struct {
+	// Addrs are the requested addresses, at most one per family, in the order
+	// written. Empty when the Service takes any address.
+	Addrs []netip.Addr
+	// Pool is the requested pool name, or "".
+	Pool string
+	// SharingKey is the IP sharing key, or "" when the Service does not share.
+	SharingKey string
+}
+
+// ParseRequest reads the request of the Service key ("namespace/name") from its
+// annotations and spec.loadBalancerIP.
+//
+// Requested addresses come from one of the loadBalancerIPs annotations
+// (comma-separated, at most one address per family) or from
+// spec.loadBalancerIP. Setting both annotations is an error. With an
+// annotation, spec.loadBalancerIP may only repeat one of its addresses. The
+// pool and sharing-key annotations may be given under both names only with
+// the same value. Errors are *Error with Reason BadRequest.
+func ParseRequest(key string, annotations map[string]string, loadBalancerIP string) (Request, error) {
+	var req Request
+	bad := func(format string, args ...any) (Request, error) {
+		return Request{}, newError(key, BadRequest, fmt.Sprintf(format, args...))
+	}
+
+	ips, ipsName, err := oneOf(annotations, AnnotationLoadBalancerIPs, AnnotationMetalLBLoadBalancerIPs, true)
+	if err != nil {
+		return bad("%s", err)
+	}
+	lbIP := strings.TrimSpace(loadBalancerIP)
+	switch {
+	case ipsName != "":
+		if req.Addrs, err = parseAddrList(ips); err != nil {
+			return bad("annotation %s: %s", ipsName, err)
+		}
+		if lbIP != "" {
+			a, err := parseAddr(lbIP)
+			if err != nil {
+				return bad("spec.loadBalancerIP: %s", err)
+			}
+			if !containsAddr(req.Addrs, a) {
+				return bad("spec.loadBalancerIP %s differs from annotation %s %q; set only one of them", a, ipsName, ips)
+			}
+		}
+	case lbIP != "":
+		a, err := parseAddr(lbIP)
+		if err != nil {
+			return bad("spec.loadBalancerIP: %s", err)
+		}
+		req.Addrs = []netip.Addr{a}
+	}
+
+	if req.Pool, _, err = oneOf(annotations, AnnotationAddressPool, AnnotationMetalLBAddressPool, false); err != nil {
+		return bad("%s", err)
+	}
+	if req.SharingKey, _, err = oneOf(annotations, AnnotationAllowSharedIP, AnnotationMetalLBAllowSharedIP, false); err != nil {
+		return bad("%s", err)
+	}
+	return req, nil
+}
+
+// oneOf returns the trimmed value of annotation a or b and the name of the one
+// that is set. Both set is an error when alwaysConflict is true or the values
+// differ.
+func oneOf(ann map[string]string, a, b string, alwaysConflict bool) (value, name string, err error) {
+	va, oka := ann[a]
+	vb, okb := ann[b]
+	va, vb = strings.TrimSpace(va), strings.TrimSpace(vb)
+	oka, okb = oka && va != "", okb && vb != ""
+	switch {
+	case oka && okb:
+		if alwaysConflict || va != vb {
+			return "", "", fmt.Errorf("annotations %s (%q) and %s (%q) are both set; use only one", a, va, b, vb)
+		}
+		return va, a, nil
+	case oka:
+		return va, a, nil
+	case okb:
+		return vb, b, nil
+	}
+	return "", "", nil
+}
+
+func parseAddrList(s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, f := range strings.Split(s, ",") {
+		a, err := parseAddr(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range out {
+			if o == a {
+				return nil, fmt.Errorf("%s is listed twice", a)
+			}
+			if o.Is4() == a.Is4() {
+				return nil, fmt.Errorf("%s and %s are of the same family; give at most one address per family", o, a)
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func parseAddr(s string) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, fmt.Errorf("empty address")
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
+	}
+	if a.Zone() != "" {
+		return netip.Addr{}, fmt.Errorf("%q has a zone; zones are not allowed", s)
+	}
+	return a.Unmap(), nil
+}
+
+func containsAddr(list []netip.Addr, a netip.Addr) bool {
+	for _, x := range list {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
