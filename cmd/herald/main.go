@@ -25,7 +25,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"version":    {"print the version and git commit", runVersion},
-		"controller": {"assign LoadBalancer addresses from pools (cluster-wide)", notYet("controller")},
+		"controller": {"assign LoadBalancer addresses from pools (cluster-wide)", runController},
 		"speaker":    {"announce addresses over ARP, NDP and BGP (one per node)", notYet("speaker")},
 		"svclb":      {"forward a node port to a Service (ServiceLB pods)", notYet("svclb")},
 	}

@@ -108,9 +108,13 @@ type ServiceAllocation struct {
 // IPAddressPoolStatus reports the pool's use. IPv6 figures saturate at the
 // largest int64.
 type IPAddressPoolStatus struct {
-	AssignedIPv4  int64 `json:"assignedIPv4"`
-	AssignedIPv6  int64 `json:"assignedIPv6"`
+	// +optional
+	AssignedIPv4 int64 `json:"assignedIPv4"`
+	// +optional
+	AssignedIPv6 int64 `json:"assignedIPv6"`
+	// +optional
 	AvailableIPv4 int64 `json:"availableIPv4"`
+	// +optional
 	AvailableIPv6 int64 `json:"availableIPv6"`
 
 	// +optional

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/herald-lb/herald/controller"
+)
+
+func runController(args []string, _, stderr io.Writer) int {
+	o := controller.DefaultOptions()
+	fs := flag.NewFlagSet("herald controller", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
+	qps := fs.Float64("kube-api-qps", 100, "queries per second to the API server")
+	burst := fs.Int("kube-api-burst", 200, "burst of queries to the API server")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	ns := o.Namespace
+	if env := os.Getenv("POD_NAMESPACE"); env != "" {
+		ns = env
+	}
+	fs.StringVar(&o.Namespace, "namespace", ns, "install namespace (configuration, memberlist Secret, leader Lease)")
+	fs.BoolVar(&o.OnlyClass, "only-class", false, "serve only Services with spec.loadBalancerClass "+controller.ClassName)
+	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active replica through a Lease")
+	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", o.MemberlistSecret, "name of the speakers' gossip key Secret")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Prometheus metrics listen address (0 disables)")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "/healthz and /readyz listen address (0 disables)")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Services synced in parallel (allocation itself is serialized)")
+	fs.DurationVar(&o.PoolStatusInterval, "pool-status-interval", o.PoolStatusInterval, "how often pool status counters may be written")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "herald controller:", err)
+		return 2
+	}
+	o.Logger = log
+	cfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		log.Error("cannot load kubeconfig", "error", err)
+		return 1
+	}
+	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	cfg.UserAgent = "herald-controller/" + version
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := controller.Run(ctx, cfg, o); err != nil {
+		log.Error("controller failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

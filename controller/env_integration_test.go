@@ -1,0 +1,361 @@
+//go:build integration
+
+package controller
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/e2e/kubeapi"
+)
+
+// The integration tests run against a real etcd + kube-apiserver started once
+// for the package (`make integration`). Each test has its own install
+// namespace and Service namespace, and deletes its Services when done.
+
+var (
+	srv       *kubeapi.Server
+	verbose   = flag.Bool("herald.log", false, "print controller logs")
+	nsCounter atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	var w io.Writer = io.Discard
+	if *verbose {
+		w = os.Stderr
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(w, nil)))
+	dir, err := os.MkdirTemp("", "herald-it-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv, err = kubeapi.Start(dir)
+	if err == nil {
+		err = srv.InstallCRDs("../config/crd")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration: cannot start the API server:", err)
+		if srv != nil {
+			srv.Stop()
+		}
+		os.Exit(1)
+	}
+	code := m.Run()
+	srv.Stop()
+	if code == 0 {
+		os.RemoveAll(dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "API server logs kept in", dir)
+	}
+	os.Exit(code)
+}
+
+type env struct {
+	t      *testing.T
+	c      client.Client
+	cs     kubernetes.Interface
+	ns     string // install namespace
+	app    string // namespace of the test's Services
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	c, err := client.New(srv.Config, client.Options{Scheme: Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(srv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nsCounter.Add(1)
+	e := &env{t: t, c: c, cs: cs, ns: fmt.Sprintf("herald-%d", n), app: fmt.Sprintf("app-%d", n)}
+	e.ctx, e.cancel = context.WithTimeout(context.Background(), 10*time.Minute)
+	for _, ns := range []string{e.ns, e.app} {
+		if err := c.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		// Services of this test go away so the next test's controller does not
+		// see them (there is no namespace controller to empty namespaces).
+		_ = c.DeleteAllOf(context.Background(), &corev1.Service{}, client.InNamespace(e.app))
+		e.cancel()
+	})
+	return e
+}
+
+// controllerHandle is one running controller replica.
+type controllerHandle struct {
+	stop func()
+	r    *Reconciler
+}
+
+type ctrlOpt func(*Options, *ctrl.Options)
+
+func leaderElection(id string) ctrlOpt {
+	return func(o *Options, m *ctrl.Options) {
+		m.LeaderElection, m.LeaderElectionID, m.LeaderElectionNamespace = true, id, o.Namespace
+		m.LeaderElectionReleaseOnCancel = true
+		lease, renew, retry := 4*time.Second, 3*time.Second, 500*time.Millisecond
+		m.LeaseDuration, m.RenewDeadline, m.RetryPeriod = &lease, &renew, &retry
+	}
+}
+
+func onlyClass(o *Options, _ *ctrl.Options) { o.OnlyClass = true }
+
+// startController runs a controller replica until the returned stop is called
+// (or the test ends).
+func (e *env) startController(opts ...ctrlOpt) *controllerHandle {
+	e.t.Helper()
+	o := DefaultOptions()
+	o.Namespace = e.ns
+	o.PoolStatusInterval = 100 * time.Millisecond
+	o.Registerer = prometheus.NewRegistry()
+	var w io.Writer = io.Discard
+	if *verbose {
+		w = os.Stderr
+	}
+	o.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", e.t.Name())
+	inNS := map[string]cache.Config{e.ns: {}}
+	skipNameCheck := true
+	mo := ctrl.Options{
+		Scheme:                 Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: &skipNameCheck},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&v1beta1.IPAddressPool{}: {Namespaces: inNS}, &v1beta1.L2Advertisement{}: {Namespaces: inNS},
+			&v1beta1.BGPAdvertisement{}: {Namespaces: inNS}, &v1beta1.BGPPeer{}: {Namespaces: inNS},
+			&v1beta1.Community{}: {Namespaces: inNS},
+		}},
+	}
+	for _, f := range opts {
+		f(&o, &mo)
+	}
+	mgr, err := ctrl.NewManager(srv.Config, mo)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r, err := Setup(mgr, o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var stopped atomic.Bool
+	h := &controllerHandle{r: r, stop: func() {
+		if stopped.Swap(true) {
+			return
+		}
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("controller: %v", err)
+		}
+	}}
+	e.t.Cleanup(h.stop)
+	return h
+}
+
+// pool creates an IPAddressPool.
+func (e *env) pool(name string, addrs []string, mut ...func(*v1beta1.IPAddressPool)) *v1beta1.IPAddressPool {
+	e.t.Helper()
+	p := &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}, Spec: v1beta1.IPAddressPoolSpec{Addresses: addrs}}
+	for _, m := range mut {
+		m(p)
+	}
+	if err := e.c.Create(e.ctx, p); err != nil {
+		e.t.Fatalf("creating pool %s: %v", name, err)
+	}
+	return p
+}
+
+// updatePool edits a pool's spec, retrying when the controller's status
+// writes got in between.
+func (e *env) updatePool(name string, mut func(*v1beta1.IPAddressPool)) {
+	e.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var p v1beta1.IPAddressPool
+		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: name}, &p); err != nil {
+			return err
+		}
+		mut(&p)
+		return e.c.Update(e.ctx, &p)
+	})
+	if err != nil {
+		e.t.Fatalf("updating pool %s: %v", name, err)
+	}
+}
+
+// svc creates a LoadBalancer Service with one TCP port 80.
+func (e *env) svc(name string, mut ...func(*corev1.Service)) *corev1.Service {
+	e.t.Helper()
+	s := e.svcObject(name, mut...)
+	if err := e.c.Create(e.ctx, s); err != nil {
+		e.t.Fatalf("creating service %s: %v", name, err)
+	}
+	return s
+}
+
+func (e *env) svcObject(name string, mut ...func(*corev1.Service)) *corev1.Service {
+	no := false
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.app},
+		Spec: corev1.ServiceSpec{
+			Type:                          corev1.ServiceTypeLoadBalancer,
+			Selector:                      map[string]string{"app": name},
+			Ports:                         []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+			AllocateLoadBalancerNodePorts: &no,
+		},
+	}
+	for _, m := range mut {
+		m(s)
+	}
+	return s
+}
+
+func annotate(kv ...string) func(*corev1.Service) {
+	return func(s *corev1.Service) {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			s.Annotations[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+func port(p int32) func(*corev1.Service) {
+	return func(s *corev1.Service) { s.Spec.Ports[0].Port = p }
+}
+
+// updateSvc edits a Service, retrying on conflicts with the controller's writes.
+func (e *env) updateSvc(name string, mut func(*corev1.Service)) {
+	e.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s := e.get(name)
+		mut(s)
+		return e.c.Update(e.ctx, s)
+	})
+	if err != nil {
+		e.t.Fatalf("updating service %s: %v", name, err)
+	}
+}
+
+func (e *env) get(name string) *corev1.Service {
+	e.t.Helper()
+	var s corev1.Service
+	if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.app, Name: name}, &s); err != nil {
+		e.t.Fatal(err)
+	}
+	return &s
+}
+
+func ingressIPs(s *corev1.Service) string {
+	var ips []string
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		ips = append(ips, in.IP)
+	}
+	return strings.Join(ips, ",")
+}
+
+// eventually polls cond until it returns "" or the timeout passes; the last
+// non-empty answer is the failure message.
+func (e *env) eventually(timeout time.Duration, cond func() string) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		if last = cond(); last == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("after %s: %s", timeout, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitIPs waits until the Service's ingress is exactly want (comma-separated;
+// "" waits for no address).
+func (e *env) waitIPs(name, want string) *corev1.Service {
+	e.t.Helper()
+	var s *corev1.Service
+	e.eventually(15*time.Second, func() string {
+		s = e.get(name)
+		if got := ingressIPs(s); got != want {
+			return fmt.Sprintf("service %s ingress = %q, want %q", name, got, want)
+		}
+		return ""
+	})
+	return s
+}
+
+// stays checks that the Service's ingress stays want for d.
+func (e *env) stays(name, want string, d time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if got := ingressIPs(e.get(name)); got != want {
+			e.t.Fatalf("service %s ingress changed to %q, want it to stay %q", name, got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitEvent waits for an event on the object with the reason and a message
+// containing fragment.
+func (e *env) waitEvent(ns, name, reason, fragment string) {
+	e.t.Helper()
+	e.eventually(15*time.Second, func() string {
+		evs, err := e.cs.CoreV1().Events(ns).List(e.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			return err.Error()
+		}
+		var seen []string
+		for _, ev := range evs.Items {
+			if ev.Reason == reason && strings.Contains(ev.Message, fragment) {
+				return ""
+			}
+			seen = append(seen, ev.Reason+": "+ev.Message)
+		}
+		return fmt.Sprintf("no event %s containing %q on %s/%s; events: %q", reason, fragment, ns, name, seen)
+	})
+}
+
+func (e *env) deleteSvc(name string) {
+	e.t.Helper()
+	err := e.c.Delete(e.ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.app, Name: name}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		e.t.Fatal(err)
+	}
+}

@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"math/big"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/herald-lb/herald/ipam"
+)
+
+// metrics are the controller's Prometheus metrics.
+type metrics struct {
+	inUse        *prometheus.GaugeVec
+	total        *prometheus.GaugeVec
+	syncDuration prometheus.Histogram
+	errors       *prometheus.CounterVec
+	configProbs  *prometheus.GaugeVec
+	services     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		inUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "herald_allocator_addresses_in_use_total",
+			Help: "Addresses of the pool assigned to at least one Service.",
+		}, []string{"pool"}),
+		total: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "herald_allocator_addresses_total",
+			Help: "Addresses the pool can give out (IPv6 pools may be very large; float precision).",
+		}, []string{"pool"}),
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "herald_controller_sync_duration_seconds",
+			Help:    "Time to sync one Service (allocation and API writes).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_controller_allocation_errors_total",
+			Help: "Services that could not be given an address, by reason.",
+		}, []string{"reason"}),
+		configProbs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "herald_config_problems",
+			Help: "Problems in the configuration objects, by kind and severity.",
+		}, []string{"kind", "severity"}),
+		services: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "herald_controller_services_assigned",
+			Help: "LoadBalancer Services that hold an assignment.",
+		}),
+	}
+	reg.MustRegister(m.inUse, m.total, m.syncDuration, m.errors, m.configProbs, m.services)
+	return m
+}
+
+func (m *metrics) setPools(stats []ipam.Stats, known map[string]bool) {
+	seen := map[string]bool{}
+	for _, s := range stats {
+		seen[s.Pool] = true
+		m.inUse.WithLabelValues(s.Pool).Set(float64(s.IPv4.Assigned + s.IPv6.Assigned))
+		t := new(big.Int)
+		for _, f := range []ipam.FamilyStats{s.IPv4, s.IPv6} {
+			if f.Total != nil {
+				t.Add(t, f.Total)
+			}
+		}
+		v, _ := new(big.Float).SetInt(t).Float64()
+		m.total.WithLabelValues(s.Pool).Set(v)
+	}
+	for p := range known {
+		if !seen[p] {
+			m.inUse.DeleteLabelValues(p)
+			m.total.DeleteLabelValues(p)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/ipam"
+)
+
+// Options configure the controller.
+type Options struct {
+	// Namespace is the install namespace: configuration objects, the
+	// memberlist Secret and the leader Lease live there.
+	Namespace string
+	// OnlyClass limits Herald to Services with spec.loadBalancerClass
+	// herald.dev/lb; without it, Services with no class are served too.
+	OnlyClass bool
+	// LeaderElection makes replicas elect one writer through a Lease.
+	LeaderElection bool
+	// LeaderElectionID names the Lease.
+	LeaderElectionID string
+	// MemberlistSecret names the speakers' gossip key Secret.
+	MemberlistSecret string
+	// MetricsAddr and ProbeAddr are listen addresses ("0" disables).
+	MetricsAddr, ProbeAddr string
+	// Workers is how many Services are synced in parallel: allocation is
+	// serialized, the API writes are not.
+	Workers int
+	// PoolStatusInterval bounds how often pool status counters are written.
+	PoolStatusInterval time.Duration
+	Logger             *slog.Logger
+	// Registerer takes the metrics (default: controller-runtime's registry,
+	// served on MetricsAddr).
+	Registerer prometheus.Registerer
+}
+
+// DefaultOptions are the flag defaults of `herald controller`.
+func DefaultOptions() Options {
+	return Options{
+		Namespace:          "herald-system",
+		LeaderElection:     true,
+		LeaderElectionID:   "herald-controller",
+		MemberlistSecret:   "herald-memberlist",
+		MetricsAddr:        ":7472",
+		ProbeAddr:          ":7473",
+		PoolStatusInterval: time.Second,
+		Workers:            16,
+	}
+}
+
+// Scheme returns a scheme with the Kubernetes and Herald types.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1beta1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Run runs the controller until ctx is cancelled.
+func Run(ctx context.Context, restCfg *rest.Config, o Options) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	inNS := map[string]cache.Config{o.Namespace: {}}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                        Scheme(),
+		Logger:                        logr.FromSlogHandler(log.Handler()),
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&v1beta1.IPAddressPool{}:    {Namespaces: inNS},
+			&v1beta1.L2Advertisement{}:  {Namespaces: inNS},
+			&v1beta1.BGPAdvertisement{}: {Namespaces: inNS},
+			&v1beta1.BGPPeer{}:          {Namespaces: inNS},
+			&v1beta1.Community{}:        {Namespaces: inNS},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if _, err := Setup(mgr, o); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("starting controller", "namespace", o.Namespace, "onlyClass", o.OnlyClass, "leaderElection", o.LeaderElection)
+	return mgr.Start(ctx)
+}
+
+// Setup adds the reconciler, its watches and its background loops to mgr.
+func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if o.Registerer == nil {
+		o.Registerer = ctrlmetrics.Registry
+	}
+	if o.Workers <= 0 {
+		o.Workers = 1
+	}
+	if o.PoolStatusInterval <= 0 {
+		o.PoolStatusInterval = time.Second
+	}
+	r := &Reconciler{
+		client:     mgr.GetClient(),
+		recorder:   mgr.GetEventRecorder("herald-controller"),
+		log:        log,
+		namespace:  o.Namespace,
+		onlyClass:  o.OnlyClass,
+		metrics:    newMetrics(o.Registerer),
+		retry:      make(chan event.GenericEvent, 1024),
+		alloc:      ipam.New(),
+		lastGood:   lastGood{},
+		pending:    map[types.NamespacedName]bool{},
+		knownPools: map[string]bool{},
+	}
+	toConfig := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{configKey}
+	})
+	err := builder.ControllerManagedBy(mgr).
+		Named("service").
+		For(&corev1.Service{}).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.servicesInNamespace)).
+		Watches(&v1beta1.IPAddressPool{}, toConfig).
+		Watches(&v1beta1.L2Advertisement{}, toConfig).
+		Watches(&v1beta1.BGPAdvertisement{}, toConfig).
+		Watches(&v1beta1.BGPPeer{}, toConfig).
+		Watches(&v1beta1.Community{}, toConfig).
+		WatchesRawSource(source.Channel(r.retry, &handler.EnqueueRequestForObject{})).
+		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: o.Workers}).
+		Complete(r)
+	if err != nil {
+		return nil, fmt.Errorf("creating service controller: %w", err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return r.poolStatusLoop(ctx, o.PoolStatusInterval)
+	})); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return ensureSecretLoop(ctx, mgr, o, log)
+	})); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// servicesInNamespace maps a Namespace event (labels may have changed, which
+// changes which pools serve its Services) to its LoadBalancer Services.
+func (r *Reconciler) servicesInNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	var svcs corev1.ServiceList
+	if err := r.client.List(ctx, &svcs, client.InNamespace(ns.GetName())); err != nil {
+		r.log.Warn("cannot list services of namespace", "namespace", ns.GetName(), "error", err)
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range svcs.Items {
+		if svcs.Items[i].Spec.Type == corev1.ServiceTypeLoadBalancer {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&svcs.Items[i])})
+		}
+	}
+	return out
+}
+
+// ensureSecretLoop creates the memberlist Secret once, retrying with backoff
+// until it succeeds (the API server may be briefly unreachable at startup).
+func ensureSecretLoop(ctx context.Context, mgr manager.Manager, o Options, log *slog.Logger) error {
+	delay := time.Second
+	for {
+		created, err := ensureMemberlistSecret(ctx, mgr.GetClient(), mgr.GetAPIReader(), o.Namespace, o.MemberlistSecret)
+		if err == nil {
+			if created {
+				log.Info("created memberlist key secret", "secret", o.Namespace+"/"+o.MemberlistSecret)
+			}
+			<-ctx.Done()
+			return nil
+		}
+		log.Warn("cannot ensure memberlist key secret", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		if delay < time.Minute {
+			delay *= 2
+		}
+	}
+}

@@ -1,0 +1,324 @@
+// Package kubeapi starts a real etcd and kube-apiserver on loopback for
+// integration tests: no fakes, the same binaries the lab runs. The binaries
+// come from the lab's cache (built by `e2e/lab/lab install`); the directory
+// is $HERALD_KUBE_BIN, or $HERALD_CACHE/k8s-v1.37.2/bin.
+package kubeapi
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// KubeVersion is the Kubernetes release the lab builds.
+const KubeVersion = "v1.37.2"
+
+// BinDir is where kube-apiserver and etcd are looked for.
+func BinDir() string {
+	if d := os.Getenv("HERALD_KUBE_BIN"); d != "" {
+		return d
+	}
+	cache := os.Getenv("HERALD_CACHE")
+	if cache == "" {
+		base := os.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			home, _ := os.UserHomeDir()
+			base = filepath.Join(home, ".cache")
+		}
+		cache = filepath.Join(base, "herald")
+	}
+	return filepath.Join(cache, "k8s-"+KubeVersion, "bin")
+}
+
+// Server is a running etcd + kube-apiserver pair.
+type Server struct {
+	// Config is an admin (system:masters) client configuration.
+	Config *rest.Config
+	// Dir holds certificates, data and logs.
+	Dir   string
+	procs []*exec.Cmd
+}
+
+// Start starts etcd and kube-apiserver on free loopback ports under dir and
+// waits until the API server is ready. Call Stop when done, also on failure.
+func Start(dir string) (*Server, error) {
+	bin := BinDir()
+	for _, b := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s (build it with `e2e/lab/lab install k8s etcd`, or set HERALD_KUBE_BIN): %w", b, bin, err)
+		}
+	}
+	s := &Server{Dir: dir}
+	pki, err := writePKI(filepath.Join(dir, "pki"))
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	if err := s.spawn(filepath.Join(bin, "etcd"), "etcd",
+		"--name=herald-test", "--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=herald-test="+peerURL, "--unsafe-no-fsync", "--log-level=warn",
+	); err != nil {
+		return nil, err
+	}
+	apiPort := ports[2]
+	if err := s.spawn(filepath.Join(bin, "kube-apiserver"), "kube-apiserver",
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
+		"--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+		"--tls-cert-file="+pki.serverCert, "--tls-private-key-file="+pki.serverKey,
+		"--client-ca-file="+pki.caCert,
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+pki.saKey, "--service-account-signing-key-file="+pki.saKey,
+		"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112",
+		"--authorization-mode=Node,RBAC",
+		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
+	); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	s.Config = &rest.Config{
+		Host:            "https://127.0.0.1:" + strconv.Itoa(apiPort),
+		TLSClientConfig: rest.TLSClientConfig{CAFile: pki.caCert, CertFile: pki.adminCert, KeyFile: pki.adminKey},
+		QPS:             500, Burst: 1000,
+	}
+	if err := s.waitReady(60 * time.Second); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) spawn(path, name string, args ...string) error {
+	logf, err := os.Create(filepath.Join(s.Dir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group, and die with the test process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	s.procs = append(s.procs, cmd)
+	return nil
+}
+
+// Stop stops the processes (newest first) and waits for them.
+func (s *Server) Stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		p := s.procs[i]
+		_ = p.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+	s.procs = nil
+}
+
+func (s *Server) waitReady(timeout time.Duration) error {
+	cs, err := kubernetes.NewForConfig(s.Config)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		for _, p := range s.procs {
+			if p.ProcessState != nil {
+				return fmt.Errorf("%s exited; see %s", p.Path, s.Dir)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		cancel()
+		if err == nil && string(body) == "ok" {
+			return nil
+		}
+		last = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("kube-apiserver not ready after %s (last error: %v); logs in %s", timeout, last, s.Dir)
+}
+
+// InstallCRDs creates every CRD manifest in dir and waits until they are
+// established.
+func (s *Server) InstallCRDs(dir string) error {
+	cs, err := apiextclient.NewForConfig(s.Config)
+	if err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRD manifests in %s (%v)", dir, err)
+	}
+	ctx := context.Background()
+	var names []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var crd apiextv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(data, &crd); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
+		}
+		names = append(names, crd.Name)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range names {
+		for {
+			crd, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n, metav1.GetOptions{})
+			if err == nil && established(crd) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("CRD %s not established: %v", n, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func established(crd *apiextv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextv1.Established && c.Status == apiextv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var out []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
+}
+
+type pkiFiles struct {
+	caCert, serverCert, serverKey, adminCert, adminKey, saKey string
+}
+
+// writePKI makes a CA, a serving certificate for 127.0.0.1, an admin client
+// certificate (system:masters) and a service-account signing key.
+func writePKI(dir string) (*pkiFiles, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "herald-test-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	f := &pkiFiles{
+		caCert: filepath.Join(dir, "ca.crt"), serverCert: filepath.Join(dir, "server.crt"), serverKey: filepath.Join(dir, "server.key"),
+		adminCert: filepath.Join(dir, "admin.crt"), adminKey: filepath.Join(dir, "admin.key"), saKey: filepath.Join(dir, "sa.key"),
+	}
+	if err := writePEM(f.caCert, "CERTIFICATE", caDER); err != nil {
+		return nil, err
+	}
+	leaf := func(serial int64, subject pkix.Name, usage x509.ExtKeyUsage, ips []net.IP, dns []string, certPath, keyPath string) error {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return err
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: subject, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips, DNSNames: dns,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			return err
+		}
+		kder, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			return err
+		}
+		if err := writePEM(certPath, "CERTIFICATE", der); err != nil {
+			return err
+		}
+		return writePEM(keyPath, "EC PRIVATE KEY", kder)
+	}
+	if err := leaf(2, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
+		[]net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP("10.96.0.1")}, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		f.serverCert, f.serverKey); err != nil {
+		return nil, err
+	}
+	if err := leaf(3, pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth,
+		nil, nil, f.adminCert, f.adminKey); err != nil {
+		return nil, err
+	}
+	sa, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	if err := writePEM(f.saKey, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(sa)); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func writePEM(path, typ string, der []byte) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+}
