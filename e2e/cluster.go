@@ -1,0 +1,160 @@
+//go:build e2e
+
+// Package e2e holds Herald's end-to-end suites. They are written against Cluster, a small view of a running
+// cluster with its routers, a client host and fault injection, so that the same suites run in the local lab
+// (e2e/lab, implemented by package e2e/lab) and, later, in kind.
+package e2e
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Cluster is a running Kubernetes cluster with its network around it.
+type Cluster interface {
+	// Name identifies the implementation ("lab", "kind").
+	Name() string
+	// Kube is a client with cluster-admin rights.
+	Kube() kubernetes.Interface
+	// RESTConfig is the configuration behind Kube.
+	RESTConfig() *rest.Config
+	// Nodes are the cluster's nodes as they sit on the LAN.
+	Nodes() []Node
+	// Routers are the BGP routers the speakers can peer with.
+	Routers() []Router
+	// Client is a host on the LAN, outside the cluster.
+	Client() ClientHost
+	// ExternalClient is a host behind a router (FRR in the lab) on its own subnet: it reaches BGP addresses
+	// only through the routes the router learned.
+	ExternalClient() ClientHost
+	// Faults breaks and repairs nodes.
+	Faults() Faults
+	// Ranges are the load-balancer address ranges the cluster's network reserves for Herald.
+	Ranges() Ranges
+	// Images names the images the cluster already holds.
+	Images() Images
+}
+
+// Node is a Kubernetes node and its LAN attachment.
+type Node struct {
+	Name      string     // Kubernetes node name
+	Interface string     // the node's LAN interface, as seen on the node (and by hostNetwork pods)
+	IPv4      netip.Addr // LAN addresses
+	IPv6      netip.Addr
+	PodCIDR   netip.Prefix
+}
+
+// Ranges are address ranges kept free for load-balancer addresses.
+type Ranges struct {
+	L2, L2v6   netip.Prefix // on the LAN: announced by ARP/NDP
+	BGP, BGPv6 netip.Prefix // off the LAN: announced to the routers
+}
+
+// Images are image references present on every node (pull policy Never or IfNotPresent).
+type Images struct {
+	Echo   string // HTTP/UDP echo backend: answers with its pod and node name (e2e/lab/images/echo)
+	Herald string // Herald's image; empty when it could not be built
+}
+
+// Router is a BGP router next to the cluster.
+type Router interface {
+	// Name is a short name ("gobgp", "frr").
+	Name() string
+	// ASN is the router's own AS number; PeerASN the AS number it expects from the nodes.
+	ASN() uint32
+	PeerASN() uint32
+	// Addresses are the router's LAN addresses (IPv4 and IPv6).
+	Addresses() []netip.Addr
+	// Ping checks that the router runs and answers its CLI.
+	Ping(ctx context.Context) error
+	// Neighbors lists the router's BGP neighbours.
+	Neighbors(ctx context.Context) ([]Neighbor, error)
+	// Routes reads the router's BGP RIB (IPv4 and IPv6 unicast).
+	Routes(ctx context.Context) ([]Route, error)
+}
+
+// Neighbor is one BGP session seen from a router.
+type Neighbor struct {
+	Address     netip.Addr
+	ASN         uint32
+	State       string // as the router names it
+	Established bool
+}
+
+// Route is a prefix in a router's RIB and every path it has for it.
+type Route struct {
+	Prefix netip.Prefix
+	Paths  []Path
+}
+
+// Path is one way to a prefix.
+type Path struct {
+	NextHop netip.Addr
+	Peer    netip.Addr // the neighbour it was learned from
+	Best    bool       // selected (best or multipath)
+}
+
+// NextHops are the next hops of the route's selected paths.
+func (r Route) NextHops() []netip.Addr {
+	var out []netip.Addr
+	for _, p := range r.Paths {
+		if p.Best {
+			out = append(out, p.NextHop)
+		}
+	}
+	return out
+}
+
+// ClientHost is a host on the LAN outside the cluster, the way a user reaches Services.
+type ClientHost interface {
+	// Addresses are the client's LAN addresses.
+	Addresses() []netip.Addr
+	// DialTCP and DialUDP open connections from the client.
+	DialTCP(ctx context.Context, to netip.AddrPort) (net.Conn, error)
+	DialUDP(ctx context.Context, to netip.AddrPort) (net.Conn, error)
+	// HTTP is an HTTP client whose connections start at the client host.
+	HTTP() *http.Client
+	// Neighbor resolves addr on the LAN the way the kernel does (it sends traffic to addr first) and
+	// returns the MAC address in the client's neighbour table.
+	Neighbor(ctx context.Context, addr netip.Addr) (net.HardwareAddr, error)
+	// RouteVia routes prefix from the client through a node's LAN address, standing in for routing that a
+	// speaker would otherwise provide. The returned function removes the route.
+	RouteVia(ctx context.Context, prefix netip.Prefix, node string) (func() error, error)
+	// StreamUDP sends numbered datagrams to an echo server every interval until ctx ends and reports the
+	// gaps between answers.
+	StreamUDP(ctx context.Context, to netip.AddrPort, interval time.Duration) (StreamReport, error)
+}
+
+// StreamReport summarises a StreamUDP run.
+type StreamReport struct {
+	Sent, Received int
+	// MaxGap is the longest time without an answer between the first and the last answer.
+	MaxGap time.Duration
+	// Backends counts answers by "pod|node" of the echo backend that sent them.
+	Backends map[string]int
+}
+
+// Announcer is implemented by clusters that can announce prefixes over BGP from nodes without Herald (the lab
+// runs a stand-in gobgpd in the node's namespace). Suites use it to test the routers and the data path before,
+// or independently of, the speaker. Do not use it on a node where a Herald speaker peers with the same routers.
+type Announcer interface {
+	// Announce advertises the prefixes from each node to every router and waits until the sessions are up.
+	Announce(ctx context.Context, nodes []string, prefixes ...netip.Prefix) error
+	// StopAnnouncing stops the node's stand-in (its routes are withdrawn).
+	StopAnnouncing(ctx context.Context, node string) error
+}
+
+// Faults injects failures into nodes.
+type Faults interface {
+	// StopSpeaker kills the Herald speaker container on the node (its kubelet restarts it).
+	StopSpeaker(ctx context.Context, node string) error
+	// CutLink takes the node off the LAN (its link goes down at the switch); RestoreLink puts it back.
+	CutLink(ctx context.Context, node string) error
+	RestoreLink(ctx context.Context, node string) error
+}

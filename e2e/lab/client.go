@@ -1,0 +1,243 @@
+//go:build e2e
+
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/herald-lb/herald/e2e"
+	"golang.org/x/sys/unix"
+)
+
+// inNetns runs fn on a thread that has joined the network namespace at path. Sockets created by fn stay in
+// that namespace after the thread returns to its own.
+func inNetns(path string, fn func() error) error {
+	target, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	runtime.LockOSThread()
+	orig, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("setns %s: %w", path, err)
+	}
+	ferr := fn()
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		// Leave the thread locked: it dies with this goroutine instead of serving others in the wrong namespace.
+		return errors.Join(ferr, fmt.Errorf("setns back: %w", err))
+	}
+	runtime.UnlockOSThread()
+	return ferr
+}
+
+// client is the lab's client namespace on the lan.
+type client struct {
+	ns    string
+	addrs []netip.Addr
+	lab   *Lab
+}
+
+func (c *client) Addresses() []netip.Addr { return append([]netip.Addr(nil), c.addrs...) }
+
+func (c *client) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := inNetns(c.lab.nsPath(c.ns), func() error {
+		var d net.Dialer
+		var err error
+		conn, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return conn, err
+}
+
+func (c *client) DialTCP(ctx context.Context, to netip.AddrPort) (net.Conn, error) {
+	return c.dial(ctx, "tcp", to.String())
+}
+
+func (c *client) DialUDP(ctx context.Context, to netip.AddrPort) (net.Conn, error) {
+	return c.dial(ctx, "udp", to.String())
+}
+
+func (c *client) HTTP() *http.Client {
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			DialContext:       c.dial,
+			DisableKeepAlives: true, // every request is a new connection (and may reach another backend)
+		},
+	}
+}
+
+func (c *client) Neighbor(ctx context.Context, addr netip.Addr) (net.HardwareAddr, error) {
+	// Kernel traffic fills the neighbour table (arping does not): send a datagram to a discard port.
+	if conn, err := c.DialUDP(ctx, netip.AddrPortFrom(addr, 9)); err == nil {
+		_, _ = conn.Write([]byte("resolve"))
+		_ = conn.Close()
+	}
+	for {
+		out, err := run(ctx, c.ns, "ip", "-j", "neigh", "show", "to", addr.String())
+		if err != nil {
+			return nil, err
+		}
+		var entries []struct {
+			LLAddr string   `json:"lladdr"`
+			State  []string `json:"state"`
+		}
+		if err := json.Unmarshal(out, &entries); err != nil {
+			return nil, fmt.Errorf("ip neigh: %w", err)
+		}
+		for _, e := range entries {
+			if e.LLAddr != "" {
+				return net.ParseMAC(e.LLAddr)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("neighbour %s not resolved: %w", addr, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *client) RouteVia(ctx context.Context, prefix netip.Prefix, node string) (func() error, error) {
+	n, ok := c.lab.node(node)
+	if !ok {
+		return nil, fmt.Errorf("no node %q", node)
+	}
+	via := n.IPv4
+	if prefix.Addr().Is6() {
+		via = n.IPv6
+	}
+	if _, err := run(ctx, c.ns, "ip", "route", "replace", prefix.String(), "via", via.String()); err != nil {
+		return nil, err
+	}
+	return func() error {
+		_, err := run(context.Background(), c.ns, "ip", "route", "del", prefix.String(), "via", via.String())
+		return err
+	}, nil
+}
+
+func (c *client) StreamUDP(ctx context.Context, to netip.AddrPort, interval time.Duration) (e2e.StreamReport, error) {
+	rep := e2e.StreamReport{Backends: map[string]int{}}
+	conn, err := c.DialUDP(ctx, to)
+	if err != nil {
+		return rep, err
+	}
+	defer conn.Close()
+	var (
+		mu       sync.Mutex
+		last     time.Time
+		received int
+		maxGap   time.Duration
+		done     = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				continue // ICMP errors (port/host unreachable) surface here; keep listening
+			}
+			now := time.Now()
+			// "<seq>|<pod>|<node>"
+			parts := strings.SplitN(string(buf[:n]), "|", 2)
+			if _, err := strconv.Atoi(parts[0]); err != nil || len(parts) != 2 {
+				continue
+			}
+			mu.Lock()
+			if !last.IsZero() && now.Sub(last) > maxGap {
+				maxGap = now.Sub(last)
+			}
+			last = now
+			received++
+			rep.Backends[parts[1]]++
+			mu.Unlock()
+		}
+	}()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	seq := 0
+loop:
+	for {
+		_, _ = conn.Write([]byte(strconv.Itoa(seq)))
+		seq++
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-t.C:
+		}
+	}
+	time.Sleep(2 * interval) // late answers
+	conn.Close()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	rep.Sent, rep.Received, rep.MaxGap = seq, received, maxGap
+	return rep, nil
+}
+
+// faults breaks nodes of the lab.
+type faults struct{ l *Lab }
+
+// SpeakerContainer is the container name StopSpeaker looks for.
+var SpeakerContainer = "speaker"
+
+func (f faults) StopSpeaker(ctx context.Context, node string) error {
+	sock, ok := f.l.socks[node]
+	if !ok {
+		return fmt.Errorf("no node %q", node)
+	}
+	ctr := func(args ...string) ([]byte, error) {
+		return run(ctx, node, "ctr", append([]string{"-a", sock, "-n", "k8s.io"}, args...)...)
+	}
+	out, err := ctr("containers", "ls", "-q", "labels.\"io.kubernetes.container.name\"=="+SpeakerContainer)
+	if err != nil {
+		return err
+	}
+	ids := strings.Fields(string(out))
+	killed := 0
+	for _, id := range ids {
+		if _, err := ctr("tasks", "kill", "-s", "SIGKILL", id); err == nil {
+			killed++
+		}
+	}
+	if killed == 0 {
+		return fmt.Errorf("no running %q container on %s", SpeakerContainer, node)
+	}
+	return nil
+}
+
+func (f faults) link(ctx context.Context, node, state string) error {
+	if _, ok := f.l.node(node); !ok {
+		return fmt.Errorf("no node %q", node)
+	}
+	// The node's port on the lan bridge carries the node's name.
+	_, err := run(ctx, f.l.env["NS_LAN"], "ip", "link", "set", node, state)
+	return err
+}
+
+func (f faults) CutLink(ctx context.Context, node string) error     { return f.link(ctx, node, "down") }
+func (f faults) RestoreLink(ctx context.Context, node string) error { return f.link(ctx, node, "up") }

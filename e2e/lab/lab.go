@@ -1,0 +1,226 @@
+//go:build e2e
+
+// Package lab drives the Herald lab (the e2e/lab/lab script) from Go and implements e2e.Cluster on it: nodes,
+// client and routers are network namespaces on one bridge; the Kubernetes control plane runs on the host.
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/herald-lb/herald/e2e"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Script is the path of the lab driver script.
+func Script() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "lab")
+}
+
+// Run runs the lab script with args (e.g. "up", "down"), streaming its output to the given writer.
+func Run(ctx context.Context, out *os.File, args ...string) error {
+	cmd := exec.CommandContext(ctx, Script(), args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("lab %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// Lab is a running lab. It implements e2e.Cluster.
+type Lab struct {
+	env     map[string]string
+	cfg     *rest.Config
+	kube    kubernetes.Interface
+	nodes   []e2e.Node
+	socks   map[string]string // node name -> containerd socket
+	routers []e2e.Router
+	client  *client
+	ext     *client
+	ranges  e2e.Ranges
+	images  e2e.Images
+}
+
+var (
+	_ e2e.Cluster   = (*Lab)(nil)
+	_ e2e.Announcer = (*Lab)(nil)
+)
+
+// Open connects to the running lab (as `lab up` left it).
+func Open() (*Lab, error) {
+	out, err := exec.Command(Script(), "env").Output()
+	if err != nil {
+		return nil, fmt.Errorf("lab env (is the lab up?): %w", err)
+	}
+	env := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			env[k] = v
+		}
+	}
+	l := &Lab{env: env, socks: map[string]string{}}
+	if l.cfg, err = clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"]); err != nil {
+		return nil, err
+	}
+	l.cfg.QPS, l.cfg.Burst = 50, 100
+	if l.kube, err = kubernetes.NewForConfig(l.cfg); err != nil {
+		return nil, err
+	}
+	n, err := strconv.Atoi(env["LAB_NODES"])
+	if err != nil {
+		return nil, fmt.Errorf("lab env: LAB_NODES: %w", err)
+	}
+	for i := 1; i <= n; i++ {
+		// NODE_i=name ipv4 ipv6 podcidr containerd-socket
+		f := strings.Fields(env[fmt.Sprintf("NODE_%d", i)])
+		if len(f) != 5 {
+			return nil, fmt.Errorf("lab env: bad NODE_%d %q", i, env[fmt.Sprintf("NODE_%d", i)])
+		}
+		node := e2e.Node{Name: f[0], Interface: "eth0"}
+		if node.IPv4, err = netip.ParseAddr(f[1]); err != nil {
+			return nil, err
+		}
+		if node.IPv6, err = netip.ParseAddr(f[2]); err != nil {
+			return nil, err
+		}
+		if node.PodCIDR, err = netip.ParsePrefix(f[3]); err != nil {
+			return nil, err
+		}
+		l.nodes = append(l.nodes, node)
+		l.socks[node.Name] = f[4]
+	}
+	if l.ranges, err = parseRanges(env); err != nil {
+		return nil, err
+	}
+	l.images.Echo = env["ECHO_IMAGE"]
+	if env["HERALD_IMAGE_BUILT"] == "1" {
+		l.images.Herald = env["HERALD_IMAGE"]
+	}
+	nodeASN, _ := strconv.ParseUint(env["NODE_ASN"], 10, 32)
+	gobgpASN, _ := strconv.ParseUint(env["GOBGP_ASN"], 10, 32)
+	frrASN, _ := strconv.ParseUint(env["FRR_ASN"], 10, 32)
+	l.routers = []e2e.Router{
+		&gobgpRouter{ns: env["NS_GOBGP"], port: env["GOBGP_API_PORT"], asn: uint32(gobgpASN), peerASN: uint32(nodeASN),
+			addrs: addrs(env["GOBGP4"], env["GOBGP6"])},
+		&frrRouter{ns: env["NS_FRR"], vtyDir: env["FRR_VTY_DIR"], asn: uint32(frrASN), peerASN: uint32(nodeASN),
+			addrs: addrs(env["FRR4"], env["FRR6"])},
+	}
+	l.client = &client{ns: env["NS_CLIENT"], addrs: addrs(env["CLIENT4"], env["CLIENT6"]), lab: l}
+	l.ext = &client{ns: env["NS_EXT"], addrs: addrs(env["EXT4"], env["EXT6"]), lab: l}
+	return l, nil
+}
+
+func parseRanges(env map[string]string) (e2e.Ranges, error) {
+	var r e2e.Ranges
+	for _, x := range []struct {
+		dst *netip.Prefix
+		key string
+	}{{&r.L2, "LB_L2_RANGE"}, {&r.L2v6, "LB_L2_RANGE6"}, {&r.BGP, "LB_BGP_RANGE"}, {&r.BGPv6, "LB_BGP_RANGE6"}} {
+		p, err := netip.ParsePrefix(env[x.key])
+		if err != nil {
+			return r, fmt.Errorf("lab env: %s: %w", x.key, err)
+		}
+		*x.dst = p
+	}
+	return r, nil
+}
+
+func addrs(ss ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (l *Lab) Name() string                   { return "lab" }
+func (l *Lab) Kube() kubernetes.Interface     { return l.kube }
+func (l *Lab) RESTConfig() *rest.Config       { return rest.CopyConfig(l.cfg) }
+func (l *Lab) Nodes() []e2e.Node              { return append([]e2e.Node(nil), l.nodes...) }
+func (l *Lab) Routers() []e2e.Router          { return append([]e2e.Router(nil), l.routers...) }
+func (l *Lab) Client() e2e.ClientHost         { return l.client }
+func (l *Lab) ExternalClient() e2e.ClientHost { return l.ext }
+func (l *Lab) Faults() e2e.Faults             { return faults{l} }
+func (l *Lab) Ranges() e2e.Ranges             { return l.ranges }
+func (l *Lab) Images() e2e.Images             { return l.images }
+func (l *Lab) Env() map[string]string         { return l.env }
+func (l *Lab) nsPath(ns string) string        { return "/var/run/netns/" + ns }
+func (l *Lab) node(name string) (e2e.Node, bool) {
+	for _, n := range l.nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return e2e.Node{}, false
+}
+
+func (l *Lab) nodeIndex(name string) (int, error) {
+	for i, n := range l.nodes {
+		if n.Name == name {
+			return i + 1, nil
+		}
+	}
+	return 0, fmt.Errorf("no node %q", name)
+}
+
+// Announce starts the lab's stand-in BGP speaker (gobgpd) on each node and announces the prefixes.
+func (l *Lab) Announce(ctx context.Context, nodes []string, prefixes ...netip.Prefix) error {
+	var idx []string
+	for _, n := range nodes {
+		i, err := l.nodeIndex(n)
+		if err != nil {
+			return err
+		}
+		idx = append(idx, strconv.Itoa(i))
+	}
+	args := []string{"announce", strings.Join(idx, ",")}
+	for _, p := range prefixes {
+		args = append(args, p.String())
+	}
+	out, err := exec.CommandContext(ctx, Script(), args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("lab %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// StopAnnouncing stops the node's stand-in BGP speaker.
+func (l *Lab) StopAnnouncing(ctx context.Context, node string) error {
+	i, err := l.nodeIndex(node)
+	if err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, Script(), "withdraw", strconv.Itoa(i)).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("lab withdraw %d: %w: %s", i, err, out)
+	}
+	return nil
+}
+
+// run runs a command inside a network namespace (nsenter, so /sys is left alone) and returns its stdout.
+func run(ctx context.Context, ns string, name string, args ...string) ([]byte, error) {
+	full := append([]string{"--net=/var/run/netns/" + ns, "--", name}, args...)
+	cmd := exec.CommandContext(ctx, "nsenter", full...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), ns, err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}

@@ -1,0 +1,153 @@
+# shellcheck shell=bash disable=SC2034 # settings used by the other parts
+# Common settings for the Herald lab. Sourced by install.sh and the lab driver.
+
+LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO_DIR=$(cd "$LAB_DIR/../.." && pwd)
+
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
+
+HERALD_CACHE=${HERALD_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/herald}
+K8S_BIN=$HERALD_CACHE/k8s-$K8S_VERSION/bin
+ETCD_BIN=$HERALD_CACHE/etcd-$ETCD_VERSION/bin
+HELM_BIN=$HERALD_CACHE/helm-$HELM_VERSION/bin
+
+K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl)
+
+# Debian packages the lab needs.
+APT_PACKAGES=(containerd runc containernetworking-plugins iptables nftables gobgpd frr arping ndisc6
+	tcpdump openssl conntrack iproute2 iputils-ping util-linux procps curl socat ca-certificates)
+
+_t0=$(date +%s)
+log() { printf '[%4ss] %s\n' "$(($(date +%s) - _t0))" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# have_all DIR NAME...: every NAME is an executable in DIR.
+have_all() {
+	local dir=$1 b; shift
+	for b in "$@"; do [ -x "$dir/$b" ] || return 1; done
+}
+
+# phase NAME CMD...: run a step and print how long it took.
+phase() {
+	local name=$1 s e; shift
+	s=$(date +%s.%N)
+	log "==> $name"
+	"$@" || return $?
+	e=$(date +%s.%N)
+	log "<== $name done in $(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.1f", b-a}')s"
+}
+
+# ---- Lab topology and settings (everything the lab makes is named with $P) ----
+P=${LAB_PREFIX:-hl-}
+LAB_NODES=${LAB_NODES:-3}
+LAB_STATE=${HERALD_LAB_STATE:-/run/herald-lab} # world-traversable: FRR runs as the frr user
+PIDS=$LAB_STATE/pids
+LOGS=$LAB_STATE/logs
+
+NS_LAN=${P}lan
+NS_CLIENT=${P}client
+NS_GOBGP=${P}gobgp
+NS_FRR=${P}frr
+NS_EXT=${P}ext
+HOST_IF=${P}host
+
+LAN4_NET=10.250.0.0/24
+LAN6_NET=fd48:4c00::/64
+HOST4=10.250.0.1
+HOST6=fd48:4c00::1
+CLIENT4=10.250.0.100
+CLIENT6=fd48:4c00::100
+GOBGP4=10.250.0.201
+GOBGP6=fd48:4c00::201
+FRR4=10.250.0.202
+FRR6=fd48:4c00::202
+# A client behind the FRR router, on its own subnet: it reaches BGP addresses only through BGP routes.
+EXT_NET4=10.252.0.0/24
+EXT_NET6=fd48:4c02::/64
+EXT_GW4=10.252.0.1
+EXT_GW6=fd48:4c02::1
+EXT4=10.252.0.2
+EXT6=fd48:4c02::2
+# Load-balancer ranges: L2 addresses on the lan, BGP addresses off the lan (reached through routers).
+LB_L2_RANGE=10.250.0.64/27
+LB_L2_RANGE6=fd48:4c00::64:0/112
+LB_BGP_RANGE=10.251.0.0/24
+LB_BGP_RANGE6=fd48:4c01::/64
+SERVICE_CIDR=10.96.0.0/16
+CLUSTER_CIDR=10.244.0.0/16
+APISERVER_PORT=6443
+ETCD_CLIENT_PORT=23790
+ETCD_PEER_PORT=23800
+# BGP: nodes (speakers) use NODE_ASN; the routers peer passively with any lan address.
+NODE_ASN=64500
+GOBGP_ASN=64501
+FRR_ASN=64502
+GOBGP_API_PORT=50051
+
+node_name() { echo "${P}node$1"; }          # also the Kubernetes node name
+node_ip4() { echo "10.250.0.$((10 + $1))"; }
+node_ip6() { echo "fd48:4c00::$((10 + $1))"; }
+node_pod_cidr() { echo "10.244.$1.0/24"; }
+node_dir() { echo "$LAB_STATE/$(node_name "$1")"; }
+
+PAUSE_IMAGE=registry.k8s.io/pause:3.10
+ECHO_IMAGE=${ECHO_IMAGE:-localhost/herald-lab/echo:dev}
+HERALD_IMAGE=${HERALD_IMAGE:-localhost/herald:dev}
+IMAGES_DIR=$LAB_STATE/images
+
+need_root() { [ "$(id -u)" = 0 ] || die "the lab needs root (network namespaces, mounts)"; }
+
+# in_ns NS CMD...: run in a lab namespace's network namespace (without remounting /sys).
+in_ns() { local ns=$1; shift; nsenter --net="/var/run/netns/$ns" -- "$@"; }
+
+kubectl_lab() { "$K8S_BIN/kubectl" --kubeconfig "$LAB_STATE/admin.kubeconfig" "$@"; }
+
+# start_daemon NAME CMD...: start CMD detached (own session), log to $LOGS/NAME.log, record its PID.
+# CMD must exec down to the daemon (nsenter/unshare/sh -c 'exec ...') so that the PID is the daemon's.
+start_daemon() {
+	local name=$1; shift
+	mkdir -p "$PIDS" "$LOGS"
+	setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
+	echo $! >"$PIDS/$name.pid"
+}
+
+pid_alive() { [ -f "$PIDS/$1.pid" ] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
+
+# stop_daemon NAME [TIMEOUT]: SIGTERM the recorded PID, SIGKILL after TIMEOUT seconds (default 10).
+stop_daemon() {
+	local name=$1 t=${2:-10} pid i
+	[ -f "$PIDS/$name.pid" ] || return 0
+	pid=$(cat "$PIDS/$name.pid")
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((i = 0; i < t * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		if kill -0 "$pid" 2>/dev/null; then
+			log "  $name ($pid) did not stop in ${t}s: SIGKILL"
+			kill -KILL "$pid" 2>/dev/null || true
+			for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		fi
+	fi
+	rm -f "$PIDS/$name.pid"
+	[ "${LAB_DEBUG:-}" != 1 ] || log "  stopped $name"
+}
+
+# wait_for DESC TIMEOUT CMD...: poll CMD every 0.2 s until it succeeds.
+wait_for() {
+	local desc=$1 t=$2 end; shift 2
+	end=$(($(date +%s) + t))
+	until "$@" >/dev/null 2>&1; do
+		[ "$(date +%s)" -lt "$end" ] || { log "timeout after ${t}s waiting for $desc"; return 1; }
+		sleep 0.2
+	done
+}
+
+# stop_daemons TIMEOUT NAME...: like stop_daemon for several daemons at once (SIGTERM all, then wait).
+stop_daemons() {
+	local t=$1 name; shift
+	for name in "$@"; do
+		if [ -f "$PIDS/$name.pid" ]; then kill -TERM "$(cat "$PIDS/$name.pid")" 2>/dev/null || true; fi
+	done
+	for name in "$@"; do stop_daemon "$name" "$t"; done
+}

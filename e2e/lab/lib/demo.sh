@@ -1,0 +1,155 @@
+# shellcheck shell=bash
+# lab demo: the echo backend behind a LoadBalancer Service, fetched from the client namespace.
+
+DEMO_NS=herald-demo
+DEMO_LB_IP=${DEMO_LB_IP:-10.251.0.10}
+
+announce_all() { cmd_announce "$(seq -s, 1 "$LAB_NODES")" "$@"; }
+
+demo_apply() { sed "s|ECHO_IMAGE|$ECHO_IMAGE|" "$LAB_DIR/manifests/echo.yaml" | kubectl_lab apply -f - >/dev/null; }
+
+svc_address() { kubectl_lab -n "$DEMO_NS" get svc echo -o jsonpath='{.status.loadBalancer.ingress[0].ip}' 2>/dev/null; }
+svc_has_address() { [ -n "$(svc_address)" ]; }
+
+# herald_install: Herald the way a user installs it (helm install of charts/herald) once the chart exists,
+# else a minimal manifest for the controller; then the demo's pools, advertisements and BGP peers.
+HERALD_INSTALLED_BY=""
+herald_install() {
+	if [ -d "$REPO_DIR/charts/herald" ] && [ -x "$HELM_BIN/helm" ]; then
+		if phase "helm install charts/herald" helm_install; then
+			HERALD_INSTALLED_BY="helm install of charts/herald"
+		else
+			log "helm install failed: falling back to the minimal controller manifest"
+			"$HELM_BIN/helm" --kubeconfig "$LAB_STATE/admin.kubeconfig" -n herald-system uninstall herald >/dev/null 2>&1 || true
+		fi
+	fi
+	if [ -z "$HERALD_INSTALLED_BY" ]; then
+		phase "install the Herald controller (minimal manifest; no Helm chart yet)" herald_controller_up || return 1
+		HERALD_INSTALLED_BY="minimal manifest e2e/lab/manifests/herald-controller.yaml (no Helm chart yet)"
+	fi
+	kubectl_lab apply -f "$LAB_DIR/manifests/demo-pools.yaml" >/dev/null || return 1
+	kubectl_lab apply -f "$LAB_DIR/manifests/demo-advertisements.yaml" >/dev/null ||
+		log "the demo's L2Advertisement/BGPAdvertisement/BGPPeers were refused (see above)"
+}
+
+# HERALD_HELM_ARGS adds helm arguments (e.g. --set for values the chart names differently).
+helm_install() {
+	# shellcheck disable=SC2086 # HERALD_HELM_ARGS is a list of arguments
+	"$HELM_BIN/helm" --kubeconfig "$LAB_STATE/admin.kubeconfig" upgrade --install herald "$REPO_DIR/charts/herald" \
+		--namespace herald-system --create-namespace \
+		--set "image.repository=${HERALD_IMAGE%:*}" --set "image.tag=${HERALD_IMAGE##*:}" \
+		--set image.pullPolicy=IfNotPresent ${HERALD_HELM_ARGS:-} --wait --timeout 120s
+}
+
+herald_controller_up() {
+	kubectl_lab apply -f "$REPO_DIR/config/crd" >/dev/null || return 1
+	kubectl_lab wait --for condition=established --timeout=30s -f "$REPO_DIR/config/crd" >/dev/null || return 1
+	sed "s|HERALD_IMAGE|$HERALD_IMAGE|" "$LAB_DIR/manifests/herald-controller.yaml" | kubectl_lab apply -f - >/dev/null ||
+		return 1
+	kubectl_lab -n herald-system rollout status deploy/herald-controller --timeout=60s >/dev/null
+}
+
+demo_fetch() { in_ns "$NS_CLIENT" curl -s --max-time 2 "http://$1/"; }
+
+cmd_demo() {
+	need_root
+	lab_is_up || cmd_up
+	local ip node_ip assigned_by
+	local controller=0
+	if [ ! -f "$IMAGE_CACHE/herald.tar" ]; then
+		log "no Herald image: the lab assigns the address by hand"
+	elif [ ! -d "$REPO_DIR/config/crd" ]; then
+		log "no CRDs in config/crd: the lab assigns the address by hand"
+	elif herald_install; then
+		controller=1
+	else
+		log "the Herald controller did not start (kubectl -n herald-system logs deploy/herald-controller); the lab assigns the address by hand"
+	fi
+	phase "deploy the echo backend and a LoadBalancer Service" demo_apply || return 1
+	phase "wait for the echo pods" kubectl_lab -n "$DEMO_NS" rollout status deploy/echo --timeout=120s >/dev/null || return 1
+
+	# The Herald controller assigns the address. Without one, the lab sets it by hand.
+	if [ $controller = 1 ]; then
+		phase "wait for the Herald controller to assign an address" wait_for "an address" 30 svc_has_address || true
+	fi
+	ip=$(svc_address)
+	if [ -n "$ip" ]; then
+		assigned_by="assigned by the Herald controller"
+	else
+		kubectl_lab -n "$DEMO_NS" patch svc echo --subresource=status --type=merge \
+			-p "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"$DEMO_LB_IP\",\"ipMode\":\"VIP\"}]}}}" >/dev/null
+		ip=$DEMO_LB_IP
+		assigned_by="set BY HAND by the lab (no Herald controller yet)"
+	fi
+
+	# Without a speaker nothing announces the address. The lab stands in: a static route from the lan client to
+	# node 1, and a gobgpd in every node announcing the address to both routers.
+	node_ip=$(node_ip4 1)
+	ip -n "$NS_CLIENT" route replace "$ip/32" via "$node_ip"
+	local standin=0
+	if ! kubectl_lab get daemonsets -A --no-headers 2>/dev/null | awk '{print $2}' | grep -q speaker; then
+		standin=1
+		phase "announce $ip/32 from every node (stand-in BGP speakers)" announce_all "$ip/32" || return 1
+	fi
+
+	local out
+	phase "wait for kube-proxy to serve $ip" wait_for "an answer from $ip" 60 demo_fetch "$ip" || return 1
+
+	echo
+	echo "================ Herald lab demo ================"
+	echo "Service herald-demo/echo (type LoadBalancer):"
+	kubectl_lab -n "$DEMO_NS" get svc echo -o wide | sed 's/^/  /'
+	echo "  address $ip: $assigned_by"
+	if [ $controller = 1 ]; then
+		echo
+		echo "Herald address pools (herald-system):"
+		kubectl_lab -n herald-system get ipaddresspools 2>&1 | sed 's/^/  /'
+	fi
+	echo
+	echo "Backends:"
+	kubectl_lab -n "$DEMO_NS" get pods -o wide | sed 's/^/  /'
+	echo
+	echo "BGP: routes to $ip at the routers$([ $standin = 1 ] && echo " (announced by the lab's STAND-IN speakers, gobgpd in each node namespace)"):"
+	echo "  gobgpd ($NS_GOBGP, AS $GOBGP_ASN, $GOBGP4):"
+	gobgp_cli global rib 2>&1 | sed 's/^/    /'
+	echo "  FRR ($NS_FRR, AS $FRR_ASN, $FRR4), kernel FIB:"
+	in_ns "$NS_FRR" ip route show "$ip" 2>&1 | sed 's/^/    /'
+	echo
+	echo "Client $NS_EXT ($EXT4, behind FRR) -> $ip (ECMP through FRR's BGP routes):"
+	for _ in 1 2 3 4 5 6; do
+		out=$(in_ns "$NS_EXT" curl -s --max-time 2 "http://$ip/") || out="(no answer)"
+		echo "  HTTP  $out"
+	done
+	echo
+	echo "Client $NS_CLIENT ($CLIENT4, on the lan) -> $ip:"
+	echo "  route: $(ip -n "$NS_CLIENT" route get "$ip" | head -1)"
+	echo "  (a STATIC route to $(node_name 1) set by the lab; a speaker would answer ARP for lan (L2) addresses)"
+	for _ in 1 2 3; do
+		out=$(demo_fetch "$ip") || out="(no answer)"
+		echo "  HTTP  $out"
+	done
+	out=$(printf "ping-1" | in_ns "$NS_CLIENT" socat -t 2 - "UDP:$ip:9090" 2>/dev/null) || out="(no answer)"
+	echo "  UDP   $out"
+	echo
+	echo "Herald in this lab (and where the lab stands in):"
+	if [ $controller = 1 ]; then
+		echo "  - Herald: installed by $HERALD_INSTALLED_BY"
+		echo "      kubectl -n herald-system get pods,ipaddresspools,l2advertisements,bgpadvertisements,bgppeers"
+	else
+		echo "  - Herald controller: would assign the address from an IPAddressPool and write the Service status"
+	fi
+	echo "  - Herald speaker: would answer ARP/NDP for L2 pools and announce BGP pools to gobgpd and FRR"
+	echo "    (the lab's stand-ins: 'lab announce I PREFIX' / 'lab withdraw I' run a gobgpd in node I)"
+	echo "  - Herald image: $([ -f "$IMAGE_CACHE/herald.tar" ] && echo "built and imported as $HERALD_IMAGE" || echo "not built (./cmd/herald does not build yet)")"
+	echo
+	echo "Explore:"
+	echo "  export KUBECONFIG=$LAB_STATE/admin.kubeconfig PATH=$K8S_BIN:\$PATH"
+	echo "  kubectl get nodes,pods -A -o wide"
+	echo "  ip netns exec $NS_CLIENT curl http://$ip/"
+	echo "  ip netns exec $NS_EXT curl http://$ip/"
+	echo "  ip netns exec $NS_GOBGP gobgp -p $GOBGP_API_PORT neighbor"
+	echo "  ip netns exec $NS_FRR vtysh --vty_socket $(FRR_DIR)/run -c 'show bgp summary'"
+	echo "  $LAB_DIR/lab status"
+	echo "Tear down:"
+	echo "  $LAB_DIR/lab down"
+}

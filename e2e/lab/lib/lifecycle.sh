@@ -1,0 +1,253 @@
+# shellcheck shell=bash
+# lab up / down / status.
+
+lab_is_up() {
+	[ -f "$LAB_STATE/up" ] && pid_alive kube-apiserver && apiserver_ready
+}
+
+preflight() {
+	need_root
+	local c missing=0
+	for c in containerd runc ctr gobgpd vtysh nsenter unshare iptables openssl curl; do
+		command -v "$c" >/dev/null || missing=1
+	done
+	[ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/frr/bgpd ] || missing=1
+	[ $missing = 0 ] || "$LAB_DIR/install.sh" apt
+	have_all "$K8S_BIN" "${K8S_BINARIES[@]}" etcd || "$LAB_DIR/install.sh" k8s etcd
+	if [ "$LAB_NODES" -lt 1 ] || [ "$LAB_NODES" -gt 50 ]; then die "LAB_NODES must be 1..50"; fi
+}
+
+write_env() {
+	local i
+	{
+		echo "LAB_PREFIX=$P"
+		echo "LAB_NODES=$LAB_NODES"
+		echo "LAB_STATE=$LAB_STATE"
+		echo "KUBECONFIG=$LAB_STATE/admin.kubeconfig"
+		echo "K8S_BIN=$K8S_BIN"
+		echo "NS_LAN=$NS_LAN"
+		echo "NS_CLIENT=$NS_CLIENT"
+		echo "NS_GOBGP=$NS_GOBGP"
+		echo "NS_FRR=$NS_FRR"
+		echo "HOST_IF=$HOST_IF"
+		echo "HOST4=$HOST4"
+		echo "CLIENT4=$CLIENT4"
+		echo "CLIENT6=$CLIENT6"
+		echo "NS_EXT=$NS_EXT"
+		echo "EXT4=$EXT4"
+		echo "EXT6=$EXT6"
+		echo "GOBGP4=$GOBGP4"
+		echo "GOBGP6=$GOBGP6"
+		echo "FRR4=$FRR4"
+		echo "FRR6=$FRR6"
+		echo "GOBGP_API_PORT=$GOBGP_API_PORT"
+		echo "FRR_VTY_DIR=$(FRR_DIR)/run"
+		echo "NODE_ASN=$NODE_ASN"
+		echo "GOBGP_ASN=$GOBGP_ASN"
+		echo "FRR_ASN=$FRR_ASN"
+		echo "LB_L2_RANGE=$LB_L2_RANGE"
+		echo "LB_L2_RANGE6=$LB_L2_RANGE6"
+		echo "LB_BGP_RANGE=$LB_BGP_RANGE"
+		echo "LB_BGP_RANGE6=$LB_BGP_RANGE6"
+		echo "ECHO_IMAGE=$ECHO_IMAGE"
+		echo "HERALD_IMAGE=$HERALD_IMAGE"
+		echo "HERALD_IMAGE_BUILT=$([ -f "$IMAGE_CACHE/herald.tar" ] && echo 1 || echo 0)"
+		for ((i = 1; i <= LAB_NODES; i++)); do
+			echo "NODE_$i=$(node_name "$i") $(node_ip4 "$i") $(node_ip6 "$i") $(node_pod_cidr "$i") $(node_containerd_sock "$i")"
+		done
+	} >"$LAB_STATE/lab.env"
+}
+
+nodes_ready() {
+	local n
+	n=$(kubectl_lab get nodes --no-headers 2>/dev/null | awk '$2 == "Ready"' | wc -l)
+	[ "$n" -eq "$LAB_NODES" ]
+}
+
+nodes_up() {
+	local i node_pids=() failed=0
+	for ((i = 1; i <= LAB_NODES; i++)); do
+		node_up "$i" &
+		node_pids+=($!)
+	done
+	for i in "${node_pids[@]}"; do wait "$i" || failed=1; done
+	return $failed
+}
+
+cmd_up() {
+	preflight
+	if lab_is_up; then
+		log "lab is already up ($(cat "$LAB_STATE/up") nodes); 'lab down' first to recreate it"
+		return 0
+	fi
+	if [ -d "$LAB_STATE" ] || [ -n "$(lab_netns)" ]; then
+		log "removing leftovers of an earlier lab"
+		cmd_down >/dev/null 2>&1 || true
+	fi
+	local start
+	start=$(date +%s.%N)
+	mkdir -p "$LAB_STATE" "$PIDS" "$LOGS"
+	echo "$LAB_NODES" >"$LAB_STATE/nodes"
+	# containerd keeps shim sockets in /run/containerd/s and the CNI library its cache in /var/lib/cni whatever
+	# the config says: if the lab makes those directories, it removes what stays empty of them on teardown.
+	local dir
+	for dir in /run/containerd /var/lib/cni; do
+		[ -e "$dir" ] || echo "$dir" >>"$LAB_STATE/created-dirs"
+	done
+	phase "build images" images_build || return 1
+	phase "network: lan bridge, $LAB_NODES nodes, client, routers" net_up || return 1
+	phase "certificates" pki_up || return 1
+	phase "control plane (etcd, apiserver, controller-manager, scheduler)" controlplane_up || return 1
+	phase "routers (gobgpd, FRR)" routers_up || return 1
+	phase "$LAB_NODES nodes in parallel (containerd, images, kubelet, kube-proxy)" nodes_up || return 1
+	phase "wait for $LAB_NODES nodes Ready" wait_for "nodes Ready" 180 nodes_ready || {
+		kubectl_lab get nodes -o wide >&2 || true
+		return 1
+	}
+	write_env
+	echo "$LAB_NODES" >"$LAB_STATE/up"
+	log "lab up in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s"
+	kubectl_lab get nodes -o wide
+	echo
+	echo "kubectl:   export KUBECONFIG=$LAB_STATE/admin.kubeconfig PATH=$K8S_BIN:\$PATH"
+	echo "tear down: $LAB_DIR/lab down"
+}
+
+# Inode numbers of the lab's network namespaces: named ones and the pod namespaces under the state dir.
+lab_netns_inodes() {
+	local f
+	for f in /var/run/netns/"$P"*; do [ -e "$f" ] && stat -L -c %i "$f" 2>/dev/null; done
+	if [ -d "$LAB_STATE" ]; then
+		findmnt -rn -o TARGET | grep "^$LAB_STATE/" | while read -r f; do
+			[ -f "$f" ] && stat -L -f -c %T "$f" 2>/dev/null | grep -q nsfs && stat -L -c %i "$f"
+		done
+	fi
+	true
+}
+
+# PIDs of processes left in the lab's network namespaces or naming the state dir (container shims).
+lab_leftover_pids() {
+	local inodes
+	inodes=$(lab_netns_inodes | sed 's/.*/net:[&]/')
+	{
+		if [ -n "$inodes" ]; then
+			find /proc/[0-9]*/ns/net -maxdepth 0 -printf '%l %p\n' 2>/dev/null |
+				grep -F -f <(echo "$inodes") | sed -n 's|.* /proc/\([0-9]*\)/ns/net$|\1|p' || true
+		fi
+		grep -lsF -f <(echo "$LAB_STATE/") /proc/[0-9]*/cmdline 2>/dev/null | sed -n 's|^/proc/\([0-9]*\)/cmdline$|\1|p' || true
+	} | { grep -vx -e "$$" -e "${BASHPID:-$$}" || true; } | sort -un
+}
+
+lab_mounts() { findmnt -rn -o TARGET | grep -e "^$LAB_STATE/" -e "^$LAB_STATE\$" -e "^/run/netns/$P" -e "^/var/run/netns/$P" || true; }
+
+no_running_tasks() {
+	local i
+	for ((i = 1; i <= $1; i++)); do
+		pid_alive "$(node_name "$i")-containerd" || continue
+		node_ctr "$i" tasks ls 2>/dev/null | awk 'NR > 1 && $3 == "RUNNING" {found = 1} END {exit found}' || return 1
+	done
+}
+
+# drain N: let the kubelets remove every pod the way they normally do (so that CNI DEL runs and the pods'
+# network namespaces and CNI cache entries go away): stop the controllers first so nothing is recreated.
+drain() {
+	local nodes=$1
+	pid_alive kube-apiserver || return 0
+	stop_daemons 5 kube-controller-manager kube-scheduler
+	kubectl_lab delete pods --all --all-namespaces --force --grace-period=0 --wait=false >/dev/null 2>&1 || true
+	wait_for "the kubelets to stop all pods" 20 no_running_tasks "$nodes" || true
+}
+
+stop_nodes_routers() {
+	local i
+	for ((i = 1; i <= $1; i++)); do node_down "$i" & done
+	routers_down &
+	wait
+}
+
+# stop_all N: stop the nodes (in parallel), the routers and the control plane.
+stop_all() {
+	local nodes=$1 i
+	phase "drain: the kubelets stop all pods" drain "$nodes"
+	phase "stop nodes and routers" stop_nodes_routers "$nodes"
+	phase "stop control plane" controlplane_down
+}
+
+cmd_down() {
+	need_root
+	local start i nodes p
+	start=$(date +%s.%N)
+	nodes=$(cat "$LAB_STATE/nodes" 2>/dev/null || echo "$LAB_NODES")
+	rm -f "$LAB_STATE/up"
+	phase "stop $nodes nodes, routers and control plane" stop_all "$nodes"
+	# Anything else recorded.
+	if [ -d "$PIDS" ]; then
+		for p in "$PIDS"/*.pid; do [ -e "$p" ] && stop_daemon "$(basename "$p" .pid)" 5; done
+	fi
+	log "looking for leftover processes"
+	p=$(lab_leftover_pids | tr '\n' ' ')
+	if [ -n "${p// /}" ]; then
+		log "killing leftover processes in the lab: $p"
+		# shellcheck disable=SC2086 # a list of PIDs
+		kill -KILL $p 2>/dev/null || true
+		sleep 0.5
+	fi
+	log "unmounting $(lab_mounts | wc -l) mounts"
+	for p in $(lab_mounts | awk '{print length, $0}' | sort -rn | cut -d' ' -f2-); do
+		umount "$p" 2>/dev/null || umount -l "$p" 2>/dev/null || log "cannot unmount $p"
+	done
+	phase "remove network" net_down
+	rm -f /var/lib/cni/results/"${P}"pods-* 2>/dev/null || true
+	if [ -f "$LAB_STATE/created-dirs" ]; then
+		sort -ru "$LAB_STATE/created-dirs" | while read -r p; do
+			if [ -d "$p" ]; then find "$p" -depth -type d -empty -delete 2>/dev/null || true; fi
+		done
+	fi
+	if [ -d "$LAB_STATE" ]; then
+		rm -rf "$HERALD_CACHE/lab-last-logs"
+		[ -d "$LOGS" ] && cp -a "$LOGS" "$HERALD_CACHE/lab-last-logs"
+		rm -rf --one-file-system "$LAB_STATE"
+	fi
+	log "lab down in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s (logs kept in $HERALD_CACHE/lab-last-logs)"
+	lab_leftovers_report
+}
+
+# Prints what the lab left behind (namespaces, host interfaces, mounts, processes); fails if anything.
+lab_leftovers_report() {
+	local left=0 x
+	x=$(lab_netns)
+	[ -z "$x" ] || { log "left: namespaces: $x"; left=1; }
+	x=$(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^$P" || true)
+	[ -z "$x" ] || { log "left: interfaces: $x"; left=1; }
+	x=$(lab_mounts)
+	[ -z "$x" ] || { log "left: mounts: $x"; left=1; }
+	x=$(lab_leftover_pids | tr '\n' ' ')
+	[ -z "${x// /}" ] || { log "left: processes: $x"; left=1; }
+	return $left
+}
+
+cmd_status() {
+	local f name state
+	if [ ! -d "$PIDS" ]; then
+		echo "lab is down"
+		return 0
+	fi
+	echo "processes:"
+	for f in "$PIDS"/*.pid; do
+		[ -e "$f" ] || continue
+		name=$(basename "$f" .pid)
+		if pid_alive "$name"; then state="running (pid $(cat "$f"))"; else state="DEAD"; fi
+		printf '  %-32s %s\n' "$name" "$state"
+	done
+	echo "namespaces: $(lab_netns | tr '\n' ' ')"
+	if pid_alive kube-apiserver; then
+		echo
+		kubectl_lab get nodes -o wide 2>&1 || true
+		echo
+		echo "gobgpd neighbours:"
+		gobgp_cli neighbor 2>&1 | sed 's/^/  /' || true
+		echo "FRR:"
+		frr_cli -c 'show bgp summary' 2>&1 | sed 's/^/  /' || true
+	fi
+	[ -f "$LAB_STATE/up" ] && echo "lab is up" || echo "lab is NOT fully up"
+}
