@@ -21,20 +21,11 @@ func pool(name string, ranges ...string) *config.Pool {
 }
 
 func parseRange(s string) config.Range {
-	if f, l, ok := strings.Cut(s, "-"); ok {
-		return config.Range{First: netip.MustParseAddr(f), Last: netip.MustParseAddr(l)}
+	r, err := config.ParseRange(s)
+	if err != nil {
+		panic(err)
 	}
-	pf := netip.MustParsePrefix(s).Masked()
-	return config.Range{First: pf.Addr(), Last: lastOf(pf), Prefix: pf}
-}
-
-func lastOf(pf netip.Prefix) netip.Addr {
-	b := pf.Addr().AsSlice()
-	for i := pf.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
+	return r
 }
 
 func nodePool(name string) *config.Pool {
