@@ -67,6 +67,9 @@ type Reconciler struct {
 	pending    map[types.NamespacedName]bool
 	poolsDirty bool
 	knownPools map[string]bool
+	// written is what the pool status loop last wrote, by pool UID; only
+	// that loop touches it.
+	written map[types.UID]poolCounters
 }
 
 // Reconcile syncs one Service, or the whole configuration for configKey.

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herald-lb/herald/config/v1beta1"
@@ -45,6 +46,15 @@ func TestAssignAndStatus(t *testing.T) {
 		c := meta.FindStatusCondition(p.Status.Conditions, v1beta1.ConditionValid)
 		if c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Sprintf("pool condition = %+v", c)
+		}
+		// Zero counters are written, not left out.
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(v1beta1.GroupVersion.WithKind("IPAddressPool"))
+		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: "lan"}, u); err != nil {
+			return err.Error()
+		}
+		if v, found, _ := unstructured.NestedInt64(u.Object, "status", "availableIPv6"); !found || v != 0 {
+			return fmt.Sprintf("status.availableIPv6 = %v (present %v), want an explicit 0", v, found)
 		}
 		return ""
 	})

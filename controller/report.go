@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config"
@@ -111,26 +113,37 @@ func (r *Reconciler) flushPoolStatus(ctx context.Context) {
 		r.markPoolsDirty()
 		return
 	}
+	written := map[types.UID]poolCounters{}
 	for i := range pools.Items {
 		p := &pools.Items[i]
 		s, ok := byName[p.Name]
 		if !ok {
 			continue // broken and never valid: only its condition speaks
 		}
-		want := p.Status
-		want.AssignedIPv4, want.AvailableIPv4 = s.IPv4.Assigned, s.IPv4.AvailableInt64()
-		want.AssignedIPv6, want.AvailableIPv6 = s.IPv6.Assigned, s.IPv6.AvailableInt64()
-		if want.AssignedIPv4 == p.Status.AssignedIPv4 && want.AvailableIPv4 == p.Status.AvailableIPv4 &&
-			want.AssignedIPv6 == p.Status.AssignedIPv6 && want.AvailableIPv6 == p.Status.AvailableIPv6 {
+		want := poolCounters{s.IPv4.Assigned, s.IPv6.Assigned, s.IPv4.AvailableInt64(), s.IPv6.AvailableInt64()}
+		if last, ok := r.written[p.UID]; ok && last == want {
+			written[p.UID] = want
 			continue
 		}
-		before := p.DeepCopy()
-		p.Status = want
-		if err := r.client.Status().Patch(ctx, p, client.MergeFrom(before)); err != nil {
+		// A raw merge patch names all four counters, zeros included, so a
+		// new pool shows "0 assigned" rather than nothing.
+		body, _ := json.Marshal(map[string]any{"status": map[string]int64{
+			"assignedIPv4": want.assignedV4, "assignedIPv6": want.assignedV6,
+			"availableIPv4": want.availableV4, "availableIPv6": want.availableV6,
+		}})
+		if err := r.client.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, body)); err != nil {
 			r.log.Warn("cannot write pool status", "pool", p.Name, "error", err)
 			r.markPoolsDirty()
+			continue
 		}
+		written[p.UID] = want
 	}
+	r.written = written
+}
+
+// poolCounters are the status counters last written on a pool.
+type poolCounters struct {
+	assignedV4, assignedV6, availableV4, availableV6 int64
 }
 
 func (r *Reconciler) markPoolsDirty() {
