@@ -159,7 +159,7 @@ func TestPoolSelection(t *testing.T) {
 	e.pool("web-pri", []string{"203.0.113.8/30"}, func(p *v1beta1.IPAddressPool) {
 		p.Spec.ServiceAllocation = &v1beta1.ServiceAllocation{Priority: 5, ServiceSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"tier": "web"}}}}
 	})
-	e.startController()
+	h := e.startController()
 	e.svc("a")
 	e.waitIPs("a", "192.0.2.0") // scoped pools do not match, manual is not auto-assigned
 	e.svc("web", func(s *corev1.Service) { s.Labels = map[string]string{"tier": "web"} })
@@ -179,7 +179,18 @@ func TestPoolSelection(t *testing.T) {
 	if err := e.c.Update(e.ctx, &ns); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Wait until the controller's cache has the label, so the next Service
+	// is judged with it.
+	e.eventually(10*time.Second, func() string {
+		var cached corev1.Namespace
+		if err := h.r.client.Get(e.ctx, types.NamespacedName{Name: e.app}, &cached); err != nil {
+			return err.Error()
+		}
+		if cached.Labels["env"] != "prod" {
+			return "the controller's cache does not have the namespace label yet"
+		}
+		return ""
+	})
 	e.svc("b")
 	e.waitIPs("b", "198.51.100.0")
 	e.stays("a", "192.0.2.0", time.Second)
@@ -324,8 +335,26 @@ func TestRestartStability(t *testing.T) {
 	e := newEnv(t)
 	e.pool("two", []string{"192.0.2.1-192.0.2.2"})
 	h := e.startController()
-	for _, n := range []string{"s1", "s2", "s3", "s4"} {
-		e.svc(n)
+	// The two oldest Services become LoadBalancers last, so they wait: a
+	// controller that forgot the assignments and served oldest first would
+	// hand them the addresses.
+	clusterIP := func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeClusterIP
+		s.Spec.AllocateLoadBalancerNodePorts = nil
+	}
+	e.svc("s1", clusterIP)
+	e.svc("s2", clusterIP)
+	time.Sleep(1100 * time.Millisecond) // creationTimestamp has one-second resolution
+	e.svc("s3")
+	e.svc("s4")
+	e.waitIPs("s3", "192.0.2.1")
+	e.waitIPs("s4", "192.0.2.2")
+	for _, n := range []string{"s1", "s2"} {
+		e.updateSvc(n, func(s *corev1.Service) {
+			no := false
+			s.Spec.Type, s.Spec.AllocateLoadBalancerNodePorts = corev1.ServiceTypeLoadBalancer, &no
+		})
+		e.waitEvent(e.app, n, string(ipam.PoolExhausted), `pool "two" is exhausted (2/2)`)
 	}
 	holders := map[string]string{}
 	e.eventually(15*time.Second, func() string {
@@ -349,7 +378,9 @@ func TestRestartStability(t *testing.T) {
 			}
 		}
 		h = e.startController()
-		time.Sleep(700 * time.Millisecond)
+		// start() restores, then syncs every Service (the losers included)
+		// before it reports started.
+		e.waitStarted(h)
 		for _, n := range []string{"s1", "s2", "s3", "s4"} {
 			if got := ingressIPs(e.get(n)); got != holders[n] {
 				t.Fatalf("restart %d: service %s has %q, had %q", i+1, n, got, holders[n])
