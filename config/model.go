@@ -6,6 +6,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -132,7 +133,7 @@ func (a *Allocation) HasScope() bool {
 // selector when there are any.
 func (a *Allocation) Matches(ns string, nsLabels, svcLabels labels.Labels) bool {
 	if len(a.Namespaces) > 0 || len(a.NamespaceSelectors) > 0 {
-		if !containsString(a.Namespaces, ns) && !anySelects(a.NamespaceSelectors, nsLabels) {
+		if !slices.Contains(a.Namespaces, ns) && !anySelects(a.NamespaceSelectors, nsLabels) {
 			return false
 		}
 	}
@@ -140,15 +141,6 @@ func (a *Allocation) Matches(ns string, nsLabels, svcLabels labels.Labels) bool 
 		return false
 	}
 	return true
-}
-
-func containsString(sorted []string, s string) bool {
-	for _, x := range sorted {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func anySelects(sels []labels.Selector, l labels.Labels) bool {

@@ -42,10 +42,13 @@ func Parse(objs Objects) (*Config, Problems) {
 
 	parseCommunities(objs.Communities, cfg, &probs)
 
-	pools := parsePools(objs.Pools, &probs)
-	cfg.Pools = pools
-	brokenPools := brokenNames(objs.Pools, pools, func(p v1beta1.IPAddressPool) string { return p.Name },
-		func(p *Pool) string { return p.Name })
+	cfg.Pools = parsePools(objs.Pools, &probs)
+	brokenPools := map[string]bool{}
+	for _, o := range objs.Pools {
+		if cfg.Pool(o.Name) == nil {
+			brokenPools[o.Name] = true
+		}
+	}
 
 	for _, o := range sortedByName(objs.L2Advertisements, func(a v1beta1.L2Advertisement) string { return a.Name }) {
 		if adv := parseL2Advertisement(o, cfg, brokenPools, &probs); adv != nil {
@@ -80,20 +83,6 @@ func sortedByName[T any](in []T, name func(T) string) []T {
 	out := append([]T(nil), in...)
 	sort.SliceStable(out, func(i, j int) bool { return name(out[i]) < name(out[j]) })
 	return out
-}
-
-func brokenNames[T, M any](all []T, valid []M, objName func(T) string, modelName func(M) string) map[string]bool {
-	ok := map[string]bool{}
-	for _, m := range valid {
-		ok[modelName(m)] = true
-	}
-	broken := map[string]bool{}
-	for _, o := range all {
-		if !ok[objName(o)] {
-			broken[objName(o)] = true
-		}
-	}
-	return broken
 }
 
 // compileSelectors turns label selectors into labels.Selector, reporting each

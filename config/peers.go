@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"net/netip"
 	"sort"
 	"time"
@@ -181,9 +180,4 @@ func requirementsContradict(x, y labels.Requirement) bool {
 		return y.Values().HasAll(x.Values().UnsortedList()...)
 	}
 	return false
-}
-
-// String is for messages.
-func (p *Peer) String() string {
-	return fmt.Sprintf("%s (%s:%d AS%d)", p.Name, p.Address, p.Port, p.PeerASN)
 }
