@@ -93,25 +93,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, err
 }
 
+// ensureStarted runs start once. The first syncs it planned are written after
+// mu is released; a failed write is retried through the Service's own queue
+// item, which the informer's initial list put there.
 func (r *Reconciler) ensureStarted(ctx context.Context) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.started {
+		r.mu.Unlock()
 		return nil
 	}
-	return r.start(ctx)
+	jobs, err := r.start(ctx)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, err := range r.applyAll(ctx, jobs) {
+		r.log.Warn("initial sync failed; it will be retried", "error", err)
+	}
+	return nil
 }
 
 // start loads the configuration and restores every existing assignment, in
 // creation order (the older Service wins a conflict), before anything new is
-// assigned.
-func (r *Reconciler) start(ctx context.Context) error {
+// assigned. Then it plans every Service, oldest first, so that when two ask
+// for the same address the older one gets it whatever order the workqueue
+// would have picked. It must be called with mu held.
+func (r *Reconciler) start(ctx context.Context) ([]job, error) {
 	if err := r.loadConfig(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	var svcs corev1.ServiceList
 	if err := r.client.List(ctx, &svcs); err != nil {
-		return fmt.Errorf("listing services: %w", err)
+		return nil, fmt.Errorf("listing services: %w", err)
 	}
 	sort.Slice(svcs.Items, func(i, j int) bool {
 		a, b := &svcs.Items[i], &svcs.Items[j]
@@ -146,24 +159,15 @@ func (r *Reconciler) start(ctx context.Context) error {
 	r.started = true
 	r.poolsDirty = true
 	r.log.Info("restored assignments from service status", "restored", restored, "services", len(svcs.Items))
-	// Serve the Services that have nothing yet, oldest first, so that when
-	// two ask for the same address the older one gets it whatever order the
-	// workqueue would have picked.
-	for i := range svcs.Items {
-		nn := client.ObjectKeyFromObject(&svcs.Items[i])
-		svc, p, err := r.plan(ctx, nn)
-		if err == nil && svc != nil {
-			err = r.apply(ctx, svc, p)
-		}
-		if err != nil {
-			r.log.Warn("initial sync failed; it will be retried", "service", nn, "error", err)
-		}
+	jobs, errs := r.planAll(ctx, svcs.Items)
+	for _, err := range errs {
+		r.log.Warn("initial sync failed; it will be retried", "error", err)
 	}
-	return nil
+	return jobs, nil
 }
 
-// loadConfig reads the configuration objects, parses them and hands the pools
-// to the allocator. It returns the Services whose assignments were dropped.
+// loadConfig reads the configuration objects, parses them, hands the pools to
+// the allocator and reports the result on the objects. mu held.
 func (r *Reconciler) loadConfig(ctx context.Context) error {
 	var objs config.Objects
 	var pools v1beta1.IPAddressPoolList
@@ -193,38 +197,52 @@ func (r *Reconciler) loadConfig(ctx context.Context) error {
 // syncConfig reloads the configuration and syncs every Service, since any of
 // them may be affected (pools shrank, grew, appeared, changed scope).
 func (r *Reconciler) syncConfig(ctx context.Context) error {
-	type job struct {
-		svc *corev1.Service
-		p   plan
-	}
-	var jobs []job
-	var errs []error
 	r.mu.Lock()
 	err := r.loadConfig(ctx)
 	var svcs corev1.ServiceList
 	if err == nil {
 		err = r.client.List(ctx, &svcs)
 	}
+	var jobs []job
+	var errs []error
 	if err == nil {
-		for i := range svcs.Items {
-			svc, p, err := r.plan(ctx, client.ObjectKeyFromObject(&svcs.Items[i]))
-			if err != nil {
-				errs = append(errs, err)
-			} else if svc != nil {
-				jobs = append(jobs, job{svc, p})
-			}
-		}
+		jobs, errs = r.planAll(ctx, svcs.Items)
 	}
 	r.mu.Unlock()
 	if err != nil {
 		return err
 	}
+	errs = append(errs, r.applyAll(ctx, jobs)...)
+	return errors.Join(errs...)
+}
+
+// job is one Service's plan, written after mu is released.
+type job struct {
+	svc *corev1.Service
+	p   plan
+}
+
+// planAll plans every Service in the order given. mu held.
+func (r *Reconciler) planAll(ctx context.Context, svcs []corev1.Service) (jobs []job, errs []error) {
+	for i := range svcs {
+		svc, p, err := r.plan(ctx, client.ObjectKeyFromObject(&svcs[i]))
+		if err != nil {
+			errs = append(errs, err)
+		} else if svc != nil {
+			jobs = append(jobs, job{svc, p})
+		}
+	}
+	return jobs, errs
+}
+
+// applyAll writes planned jobs. It runs without mu.
+func (r *Reconciler) applyAll(ctx context.Context, jobs []job) (errs []error) {
 	for _, j := range jobs {
 		if err := r.apply(ctx, j.svc, j.p); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // plan is what a sync decided to write on a Service.

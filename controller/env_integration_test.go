@@ -24,10 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/e2e/kubeapi"
@@ -119,25 +117,25 @@ type controllerHandle struct {
 	r    *Reconciler
 }
 
-type ctrlOpt func(*Options, *ctrl.Options)
+type ctrlOpt func(*Options)
 
+// leaderElection elects through the Lease id, with short lease timings so a
+// takeover is quick.
 func leaderElection(id string) ctrlOpt {
-	return func(o *Options, m *ctrl.Options) {
-		m.LeaderElection, m.LeaderElectionID, m.LeaderElectionNamespace = true, id, o.Namespace
-		m.LeaderElectionReleaseOnCancel = true
-		lease, renew, retry := 4*time.Second, 3*time.Second, 500*time.Millisecond
-		m.LeaseDuration, m.RenewDeadline, m.RetryPeriod = &lease, &renew, &retry
-	}
+	return func(o *Options) { o.LeaderElection, o.LeaderElectionID = true, id }
 }
 
-func onlyClass(o *Options, _ *ctrl.Options) { o.OnlyClass = true }
+func onlyClass(o *Options) { o.OnlyClass = true }
 
-// startController runs a controller replica until the returned stop is called
+// startController runs a controller replica, configured as in production
+// (ManagerOptions) but without listeners, until the returned stop is called
 // (or the test ends).
 func (e *env) startController(opts ...ctrlOpt) *controllerHandle {
 	e.t.Helper()
 	o := DefaultOptions()
 	o.Namespace = e.ns
+	o.LeaderElection = false
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.PoolStatusInterval = 100 * time.Millisecond
 	o.Registerer = prometheus.NewRegistry()
 	var w io.Writer = io.Discard
@@ -145,22 +143,15 @@ func (e *env) startController(opts ...ctrlOpt) *controllerHandle {
 		w = os.Stderr
 	}
 	o.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", e.t.Name())
-	inNS := map[string]cache.Config{e.ns: {}}
-	skipNameCheck := true
-	mo := ctrl.Options{
-		Scheme:                 Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: &skipNameCheck},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&v1beta1.IPAddressPool{}: {Namespaces: inNS}, &v1beta1.L2Advertisement{}: {Namespaces: inNS},
-			&v1beta1.BGPAdvertisement{}: {Namespaces: inNS}, &v1beta1.BGPPeer{}: {Namespaces: inNS},
-			&v1beta1.Community{}: {Namespaces: inNS},
-		}},
-	}
 	for _, f := range opts {
-		f(&o, &mo)
+		f(&o)
 	}
+	mo := ManagerOptions(o)
+	// Many managers in one process register the same controller name.
+	skipNameCheck := true
+	mo.Controller = config.Controller{SkipNameValidation: &skipNameCheck}
+	lease, renew, retry := 4*time.Second, 3*time.Second, 500*time.Millisecond
+	mo.LeaseDuration, mo.RenewDeadline, mo.RetryPeriod = &lease, &renew, &retry
 	mgr, err := ctrl.NewManager(srv.Config, mo)
 	if err != nil {
 		e.t.Fatal(err)

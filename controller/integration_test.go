@@ -378,13 +378,16 @@ func TestRestartStability(t *testing.T) {
 			}
 		}
 		h = e.startController()
-		// start() restores, then syncs every Service (the losers included)
-		// before it reports started.
 		e.waitStarted(h)
-		for _, n := range []string{"s1", "s2", "s3", "s4"} {
-			if got := ingressIPs(e.get(n)); got != holders[n] {
-				t.Fatalf("restart %d: service %s has %q, had %q", i+1, n, got, holders[n])
+		// The first syncs are written after start returns: watch for a while.
+		deadline := time.Now().Add(500 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			for _, n := range []string{"s1", "s2", "s3", "s4"} {
+				if got := ingressIPs(e.get(n)); got != holders[n] {
+					t.Fatalf("restart %d: service %s has %q, had %q", i+1, n, got, holders[n])
+				}
 			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }

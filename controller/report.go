@@ -28,29 +28,42 @@ func (r *Reconciler) reportConfig(ctx context.Context, objs config.Objects, prob
 	for _, p := range probs {
 		r.metrics.configProbs.WithLabelValues(p.Kind, p.Severity.String()).Inc()
 	}
-	for i := range objs.Pools {
-		o := &objs.Pools[i]
-		r.setValid(ctx, o, &o.Status.Conditions, config.KindIPAddressPool, probs, kept[o.Name])
-	}
-	for i := range objs.L2Advertisements {
-		o := &objs.L2Advertisements[i]
-		r.setValid(ctx, o, &o.Status.Conditions, config.KindL2Advertisement, probs, false)
-	}
-	for i := range objs.BGPAdvertisements {
-		o := &objs.BGPAdvertisements[i]
-		r.setValid(ctx, o, &o.Status.Conditions, config.KindBGPAdvertisement, probs, false)
-	}
-	for i := range objs.Peers {
-		o := &objs.Peers[i]
-		r.setValid(ctx, o, &o.Status.Conditions, config.KindBGPPeer, probs, false)
-	}
-	for i := range objs.Communities {
-		o := &objs.Communities[i]
-		r.setValid(ctx, o, &o.Status.Conditions, config.KindCommunity, probs, false)
+	for _, o := range configObjects(objs) {
+		r.setValid(ctx, o.obj, o.conds, o.kind, probs, o.kind == config.KindIPAddressPool && kept[o.obj.GetName()])
 	}
 	if errs := probs.Errors(); len(errs) > 0 {
 		r.log.Warn("configuration has broken objects; they are ignored", "problems", errs.Error())
 	}
+}
+
+// configObject is one configuration object with its conditions.
+type configObject struct {
+	obj   client.Object
+	conds *[]metav1.Condition
+	kind  string
+}
+
+func configObjects(objs config.Objects) []configObject {
+	var out []configObject
+	add := func(obj client.Object, conds *[]metav1.Condition, kind string) {
+		out = append(out, configObject{obj, conds, kind})
+	}
+	for i := range objs.Pools {
+		add(&objs.Pools[i], &objs.Pools[i].Status.Conditions, config.KindIPAddressPool)
+	}
+	for i := range objs.L2Advertisements {
+		add(&objs.L2Advertisements[i], &objs.L2Advertisements[i].Status.Conditions, config.KindL2Advertisement)
+	}
+	for i := range objs.BGPAdvertisements {
+		add(&objs.BGPAdvertisements[i], &objs.BGPAdvertisements[i].Status.Conditions, config.KindBGPAdvertisement)
+	}
+	for i := range objs.Peers {
+		add(&objs.Peers[i], &objs.Peers[i].Status.Conditions, config.KindBGPPeer)
+	}
+	for i := range objs.Communities {
+		add(&objs.Communities[i], &objs.Communities[i].Status.Conditions, config.KindCommunity)
+	}
+	return out
 }
 
 func (r *Reconciler) setValid(ctx context.Context, obj client.Object, conds *[]metav1.Condition, kind string, probs config.Problems, kept bool) {

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -84,17 +85,13 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// Run runs the controller until ctx is cancelled.
-func Run(ctx context.Context, restCfg *rest.Config, o Options) error {
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+// ManagerOptions are the controller-runtime settings for o: the scheme, the
+// configuration kinds cached only in the install namespace, leader election,
+// metrics and probes.
+func ManagerOptions(o Options) ctrl.Options {
 	inNS := map[string]cache.Config{o.Namespace: {}}
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+	mo := ctrl.Options{
 		Scheme:                        Scheme(),
-		Logger:                        logr.FromSlogHandler(log.Handler()),
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.Namespace,
@@ -108,7 +105,21 @@ func Run(ctx context.Context, restCfg *rest.Config, o Options) error {
 			&v1beta1.BGPPeer{}:          {Namespaces: inNS},
 			&v1beta1.Community{}:        {Namespaces: inNS},
 		}},
-	})
+	}
+	if o.Logger != nil {
+		mo.Logger = logr.FromSlogHandler(o.Logger.Handler())
+	}
+	return mo
+}
+
+// Run runs the controller until ctx is cancelled.
+func Run(ctx context.Context, restCfg *rest.Config, o Options) error {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	log := o.Logger
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	mgr, err := ctrl.NewManager(restCfg, ManagerOptions(o))
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
@@ -153,6 +164,10 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 		pending:    map[types.NamespacedName]bool{},
 		knownPools: map[string]bool{},
 	}
+	// The controller's own status writes on configuration objects (conditions,
+	// pool counters) must not trigger a reload: only spec (generation) and
+	// label changes (pool selectors) do.
+	specOrLabels := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))
 	toConfig := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{configKey}
 	})
@@ -160,11 +175,11 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 		Named("service").
 		For(&corev1.Service{}).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.servicesInNamespace)).
-		Watches(&v1beta1.IPAddressPool{}, toConfig).
-		Watches(&v1beta1.L2Advertisement{}, toConfig).
-		Watches(&v1beta1.BGPAdvertisement{}, toConfig).
-		Watches(&v1beta1.BGPPeer{}, toConfig).
-		Watches(&v1beta1.Community{}, toConfig).
+		Watches(&v1beta1.IPAddressPool{}, toConfig, specOrLabels).
+		Watches(&v1beta1.L2Advertisement{}, toConfig, specOrLabels).
+		Watches(&v1beta1.BGPAdvertisement{}, toConfig, specOrLabels).
+		Watches(&v1beta1.BGPPeer{}, toConfig, specOrLabels).
+		Watches(&v1beta1.Community{}, toConfig, specOrLabels).
 		WatchesRawSource(source.Channel(r.retry, &handler.EnqueueRequestForObject{})).
 		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: o.Workers}).
 		Complete(r)
