@@ -33,6 +33,9 @@ type Allocator struct {
 	byKey map[string][]*holder
 	// scratch holds reusable candidate lists, to spare Assign allocations.
 	scratch [2][]*poolState
+	// frees counts the events that may let a waiting Service in: an
+	// address returned to its pool, a pool added or changed.
+	frees uint64
 }
 
 // New returns an allocator without pools; call SetPools before assigning.
@@ -101,6 +104,13 @@ func (a *Allocator) Release(key string) {
 		a.detach(h)
 	}
 }
+
+// Frees counts the events since New that may let a waiting Service in: an
+// address returned to its pool (by Release, by an Assign that moved a
+// Service, by SetPools dropping an assignment) or a pool added or changed.
+// A caller compares it before and after an operation to learn whether
+// Services waiting for an address should be tried again.
+func (a *Allocator) Frees() uint64 { return a.frees }
 
 // Assignment returns the current assignment of the Service key.
 func (a *Allocator) Assignment(key string) (Assignment, bool) {

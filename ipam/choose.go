@@ -120,16 +120,28 @@ func (a *Allocator) assignNew(svc *Service, w wanted, s *shareInfo, old *holder)
 	if err != nil {
 		return Assignment{}, err
 	}
+	// PreferDualStack takes whatever family a pool has: kube-proxy reads no
+	// family rule into the order of ingress addresses, so an IPv4 address
+	// serves an [IPv6, IPv4] Service as well as it serves an [IPv4] one.
+	prefer := w.n == 2 && w.required == 1
 	cands := a.scratch[1][:0]
 	for _, p := range all {
-		if p.hasFamily(w.fam[0]) && (w.required < 2 || p.hasFamily(w.fam[1])) {
+		switch {
+		case w.required == 2:
+			if p.hasFamily(w.fam[0]) && p.hasFamily(w.fam[1]) {
+				cands = append(cands, p)
+			}
+		case p.hasFamily(w.fam[0]) || (prefer && p.hasFamily(w.fam[1])):
 			cands = append(cands, p)
 		}
 	}
 	a.scratch[1] = cands
 	if len(cands) == 0 {
-		if w.required == 2 {
+		switch {
+		case w.required == 2:
 			return Assignment{}, newError(svc.Key, DualStackUnavailable, fmt.Sprintf("the service requires dual-stack but no pool serving it has both IPv4 and IPv6 addresses (%s)", poolNames(all)))
+		case prefer:
+			return Assignment{}, newError(svc.Key, NoPoolMatches, fmt.Sprintf("no pool serving the service has IPv4 or IPv6 addresses (%s)", poolNames(all)))
 		}
 		return Assignment{}, newError(svc.Key, NoPoolMatches, fmt.Sprintf("no pool serving the service has %s addresses (%s)", w.fam[0], poolNames(all)))
 	}
@@ -142,18 +154,25 @@ func (a *Allocator) assignNew(svc *Service, w wanted, s *shareInfo, old *holder)
 			}
 		}
 	}
-	counts := []int{w.n}
-	if w.required < w.n {
-		counts = append(counts, w.required)
+	// Both families if one pool can give them, else the primary family,
+	// else (PreferDualStack) the secondary one; within each, joining an
+	// address of the sharing key first.
+	type try struct {
+		w wanted
+		n int
 	}
-	for _, n := range counts {
+	tries := []try{{w, w.n}}
+	if prefer {
+		tries = append(tries, try{w, 1}, try{wanted{fam: [2]famIndex{w.fam[1], w.fam[0]}, n: 1, required: 1}, 1})
+	}
+	for _, t := range tries {
 		for pass := 0; pass < 2; pass++ {
 			joinOnly := pass == 0
 			if joinOnly && s == nil {
 				continue
 			}
 			for _, p := range cands {
-				if pk, ok := a.tryPool(p, svc, w, n, s, old); ok && (pk.joined || !joinOnly) {
+				if pk, ok := a.tryPool(p, svc, t.w, t.n, s, old); ok && (pk.joined || !joinOnly) {
 					return a.commit(svc, pk, w, s), nil
 				}
 			}

@@ -50,6 +50,24 @@ func TestDualStack(t *testing.T) {
 			svc:   svc("default/web", families(PreferDualStack, IPv6, IPv4)), wantPool: "v6", wantAddrs: []string{"2001:db8:2::"},
 		},
 		{
+			// kube-proxy reads no family rule into the order of ingress
+			// addresses: an IPv4-only pool serves an [IPv6, IPv4] Service.
+			name:  "PreferDualStack falls back to the secondary family",
+			pools: []*config.Pool{v4},
+			svc:   svc("default/web", families(PreferDualStack, IPv6, IPv4)), wantPool: "v4", wantAddrs: []string{"10.0.2.0"},
+		},
+		{
+			name:  "PreferDualStack prefers the primary family to the secondary",
+			pools: []*config.Pool{prio(v4, 1), v6},
+			svc:   svc("default/web", families(PreferDualStack, IPv6, IPv4)), wantPool: "v6", wantAddrs: []string{"2001:db8:2::"},
+		},
+		{
+			name:       "SingleStack IPv6 never takes IPv4",
+			pools:      []*config.Pool{v4},
+			svc:        svc("default/web", families(SingleStack, IPv6)),
+			wantReason: NoPoolMatches, wantMsg: "no pool serving the service has IPv6 addresses",
+		},
+		{
 			name:  "PreferDualStack with the second family exhausted",
 			pools: []*config.Pool{pool("small", "10.0.3.0/24", "2001:db8:3::/128")},
 			before: []Service{
@@ -75,7 +93,7 @@ func TestDualStack(t *testing.T) {
 				svc("default/x", families(SingleStack, IPv6)),
 			},
 			svc:        svc("default/web", families(RequireDualStack, IPv4, IPv6)),
-			wantReason: PoolExhausted, wantMsg: `"small" (IPv4 0/256, IPv6 1/1)`,
+			wantReason: PoolExhausted, wantMsg: `pool "small" is exhausted: its one IPv6 address is in use`,
 		},
 		{
 			name:  "requested address completed with the other family",

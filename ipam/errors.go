@@ -73,11 +73,12 @@ func newError(svc string, r Reason, msg string) *Error {
 }
 
 // exhausted builds the error for pools that have no free address of the
-// wanted families.
+// wanted families. The message names the pools' sizes, never the changing
+// counts, so that repeated failures read the same (events aggregate).
 func exhausted(key string, pools []*poolState, w wanted) error {
-	if len(pools) == 1 && w.required == 1 {
+	if len(pools) == 1 {
 		p := pools[0]
-		return newError(key, PoolExhausted, fmt.Sprintf("pool %q is exhausted (%s)", p.name(), usage(p, w)))
+		return newError(key, PoolExhausted, fmt.Sprintf("pool %q is exhausted: %s", p.name(), usage(p, w)))
 	}
 	parts := make([]string, len(pools))
 	for i, p := range pools {
@@ -86,15 +87,28 @@ func exhausted(key string, pools []*poolState, w wanted) error {
 	return newError(key, PoolExhausted, "every pool that may serve the service is exhausted: "+strings.Join(parts, ", "))
 }
 
-// usage renders "assigned/total" for the wanted families of p.
+// usage says which wanted families of p have no free address, with the
+// pool's size in each.
 func usage(p *poolState, w wanted) string {
-	if w.n == 1 || p.free[w.fam[1]] == nil {
-		f := w.fam[0]
-		return fmt.Sprintf("%d/%d", p.assigned[f], saturate(p.total[f]))
-	}
-	parts := make([]string, 0, 2)
+	var parts []string
 	for _, f := range w.fam[:w.n] {
-		parts = append(parts, fmt.Sprintf("%s %d/%d", f, p.assigned[f], saturate(p.total[f])))
+		if p.free[f] == nil {
+			continue
+		}
+		if _, ok := p.free[f].lowest(); ok {
+			continue
+		}
+		switch n := saturate(p.total[f]); n {
+		case 0:
+			parts = append(parts, fmt.Sprintf("it has no %s address to give", f))
+		case 1:
+			parts = append(parts, fmt.Sprintf("its one %s address is in use", f))
+		default:
+			parts = append(parts, fmt.Sprintf("all %d %s addresses are in use", n, f))
+		}
+	}
+	if len(parts) == 0 {
+		return "no address of the wanted families is free"
 	}
 	return strings.Join(parts, ", ")
 }

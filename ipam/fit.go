@@ -28,8 +28,9 @@ func (a *Allocator) fits(h *holder, svc *Service, w wanted, s *shareInfo) bool {
 		}
 	}
 	// Without a requested address the primary family must be there (a
-	// requested secondary-family address may stand alone).
-	if len(req.Addrs) == 0 && !h.addrOf(w.fam[0]).IsValid() {
+	// requested secondary-family address may stand alone, and so may the
+	// secondary family of a PreferDualStack Service).
+	if len(req.Addrs) == 0 && w.required == w.n && !h.addrOf(w.fam[0]).IsValid() {
 		return false
 	}
 	for _, ad := range h.list() {

@@ -44,6 +44,7 @@ func (a *Allocator) detach(h *holder) {
 		f := famOf(ad)
 		h.pool.free[f].put(ad)
 		h.pool.assigned[f]--
+		a.frees++
 	}
 }
 

@@ -354,7 +354,7 @@ func TestSetPools(t *testing.T) {
 			expect("ns/a", "lan", "10.0.1.0"),
 			expect("ns/c", "lan", "10.0.1.1"),
 			expect("ns/b", ""),
-			failAssign(svc("ns/b"), PoolExhausted, `pool "lan" is exhausted (2/2)`),
+			failAssign(svc("ns/b"), PoolExhausted, `pool "lan" is exhausted: all 2 IPv4 addresses are in use`),
 		}},
 		{"remove a pool", []step{
 			setPools(nil, pool("a", "10.0.1.0/24"), pool("b", "10.0.2.0/24")),
@@ -516,3 +516,53 @@ func TestAssignNoOp(t *testing.T) {
 		t.Fatalf("sharing index changed: %v", g)
 	}
 }
+
+// TestPreferDualStackSecondaryIsStable: a PreferDualStack Service served from
+// its secondary family keeps it on every later Assign, also once the primary
+// family would be available.
+func TestPreferDualStackSecondaryIsStable(t *testing.T) {
+	a := New()
+	a.SetPools([]*config.Pool{pool("v4", "10.0.2.0/24")})
+	s := svc("default/web", families(PreferDualStack, IPv6, IPv4))
+	first, err := a.Assign(s)
+	if err != nil || first.Pool != "v4" {
+		t.Fatalf("Assign = %+v, %v", first, err)
+	}
+	a.SetPools([]*config.Pool{pool("v4", "10.0.2.0/24"), pool("v6", "2001:db8:2::/120")})
+	again, err := a.Assign(s)
+	if err != nil || again.Pool != "v4" || again.Addrs[0] != first.Addrs[0] {
+		t.Fatalf("second Assign moved the Service: %+v, %v (was %+v)", again, err, first)
+	}
+	checkInvariants(t, a)
+}
+
+// TestFrees: every event that can let a waiting Service in moves the
+// counter, and nothing else does.
+func TestFrees(t *testing.T) {
+	a := New()
+	a.SetPools([]*config.Pool{pool("lan", "10.0.0.1-10.0.0.2")})
+	step := func(what string, moved bool, f func()) {
+		t.Helper()
+		before := a.Frees()
+		f()
+		if got := a.Frees() != before; got != moved {
+			t.Errorf("%s: counter moved = %v, want %v", what, got, moved)
+		}
+	}
+	step("assign", false, func() { mustAssign(t, a, svc("ns/a")) })
+	step("assign another", false, func() { mustAssign(t, a, svc("ns/b")) })
+	step("failed assign", false, func() { _, _ = a.Assign(svc("ns/c")) })
+	step("idempotent assign", false, func() { mustAssign(t, a, svc("ns/a")) })
+	step("release", true, func() { a.Release("ns/a") })
+	step("release unknown", false, func() { a.Release("ns/zzz") })
+	// A Service that moves to another requested address frees its old one.
+	step("move", true, func() { mustAssign(t, a, svc("ns/b", ips("10.0.0.1"))) })
+	step("unchanged pools", false, func() { a.SetPools([]*config.Pool{pool("lan", "10.0.0.1-10.0.0.2")}) })
+	step("grown pool", true, func() { a.SetPools([]*config.Pool{pool("lan", "10.0.0.1-10.0.0.3")}) })
+	// Sharing: the address returns only when its last holder goes.
+	step("share 1", false, func() { mustAssign(t, a, svc("ns/s1", shareKey("k"), ips("10.0.0.3"))) })
+	step("share 2", false, func() { mustAssign(t, a, svc("ns/s2", shareKey("k"), ips("10.0.0.3"), ports(Port{Port: 81}))) })
+	step("release one sharer", false, func() { a.Release("ns/s1") })
+	step("release the last sharer", true, func() { a.Release("ns/s2") })
+}
+

@@ -118,14 +118,14 @@ func TestPoolSelection(t *testing.T) {
 			pools:      []*config.Pool{pool("lan", "10.0.1.0/31")},
 			before:     []Service{svc("default/x"), svc("default/y")},
 			svc:        svc("default/web"),
-			wantReason: PoolExhausted, wantMsg: `pool "lan" is exhausted (2/2)`,
+			wantReason: PoolExhausted, wantMsg: `pool "lan" is exhausted: all 2 IPv4 addresses are in use`,
 		},
 		{
 			name:       "all pools exhausted",
 			pools:      []*config.Pool{pool("a", "10.0.1.0/32"), pool("b", "10.0.2.0/32")},
 			before:     []Service{svc("default/x"), svc("default/y")},
 			svc:        svc("default/web"),
-			wantReason: PoolExhausted, wantMsg: `every pool that may serve the service is exhausted: "a" (1/1), "b" (1/1)`,
+			wantReason: PoolExhausted, wantMsg: `every pool that may serve the service is exhausted: "a" (its one IPv4 address is in use), "b" (its one IPv4 address is in use)`,
 		},
 		{
 			name:       "requested pool unknown",
@@ -144,7 +144,7 @@ func TestPoolSelection(t *testing.T) {
 			pools:      []*config.Pool{pool("a", "10.0.1.0/32"), pool("b", "10.0.2.0/24")},
 			before:     []Service{svc("default/x")},
 			svc:        svc("default/web", inPool("a")),
-			wantReason: PoolExhausted, wantMsg: `pool "a" is exhausted (1/1)`,
+			wantReason: PoolExhausted, wantMsg: `pool "a" is exhausted: its one IPv4 address is in use`,
 		},
 		{
 			name:  "avoidBuggyIPs skips .255 and .0",
@@ -166,7 +166,7 @@ func TestPoolSelection(t *testing.T) {
 			name:       "avoidBuggyIPs pool of only buggy addresses is exhausted",
 			pools:      []*config.Pool{avoidBuggy(pool("a", "10.0.0.255-10.0.1.0"))},
 			svc:        svc("default/web"),
-			wantReason: PoolExhausted, wantMsg: `pool "a" is exhausted (0/0)`,
+			wantReason: PoolExhausted, wantMsg: `pool "a" is exhausted: it has no IPv4 address to give`,
 		},
 		{
 			name:  "node-address pool: pool only",

@@ -39,6 +39,8 @@ func (a *Allocator) SetPools(pools []*config.Pool) (dropped []string) {
 		ps.cfg = p
 		if a.byName[p.Name] == ps {
 			kept[ps] = true
+		} else {
+			a.frees++ // a new or changed pool may have room
 		}
 		states = append(states, ps)
 		byName[p.Name] = ps

@@ -121,6 +121,17 @@ type IPAddressPoolStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LastValidSpec is the spec Herald serves while the current spec is
+	// invalid (condition reason InvalidKeepingLastValid). The controller
+	// records it whenever the current spec is valid and in use, so it
+	// survives restarts and speakers apply the same rule.
+	// +optional
+	LastValidSpec *IPAddressPoolSpec `json:"lastValidSpec,omitempty"`
+	// LastValidGeneration is the metadata.generation LastValidSpec was
+	// taken from.
+	// +optional
+	LastValidGeneration int64 `json:"lastValidGeneration,omitempty"`
 }
 
 // IPAddressPoolList is a list of IPAddressPool.
@@ -132,12 +143,56 @@ type IPAddressPoolList struct {
 	Items           []IPAddressPool `json:"items"`
 }
 
-// ConfigStatus is the status shared by advertisements, peers and communities.
-type ConfigStatus struct {
+// L2AdvertisementStatus reports validity and keeps the last valid spec.
+type L2AdvertisementStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastValidSpec is served while the current spec is invalid.
+	// +optional
+	LastValidSpec *L2AdvertisementSpec `json:"lastValidSpec,omitempty"`
+	// +optional
+	LastValidGeneration int64 `json:"lastValidGeneration,omitempty"`
+}
+
+// BGPAdvertisementStatus reports validity and keeps the last valid spec.
+type BGPAdvertisementStatus struct {
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastValidSpec is served while the current spec is invalid.
+	// +optional
+	LastValidSpec *BGPAdvertisementSpec `json:"lastValidSpec,omitempty"`
+	// +optional
+	LastValidGeneration int64 `json:"lastValidGeneration,omitempty"`
+}
+
+// BGPPeerStatus reports validity and keeps the last valid spec.
+type BGPPeerStatus struct {
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastValidSpec is served while the current spec is invalid.
+	// +optional
+	LastValidSpec *BGPPeerSpec `json:"lastValidSpec,omitempty"`
+	// +optional
+	LastValidGeneration int64 `json:"lastValidGeneration,omitempty"`
+}
+
+// CommunityStatus reports validity and keeps the last valid spec.
+type CommunityStatus struct {
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastValidSpec is served while the current spec is invalid.
+	// +optional
+	LastValidSpec *CommunitySpec `json:"lastValidSpec,omitempty"`
+	// +optional
+	LastValidGeneration int64 `json:"lastValidGeneration,omitempty"`
 }
 
 // L2Advertisement announces the addresses of the selected pools on the local
@@ -150,8 +205,8 @@ type L2Advertisement struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   L2AdvertisementSpec `json:"spec,omitempty"`
-	Status ConfigStatus        `json:"status,omitempty"`
+	Spec   L2AdvertisementSpec   `json:"spec,omitempty"`
+	Status L2AdvertisementStatus `json:"status,omitempty"`
 }
 
 // L2AdvertisementSpec selects pools, nodes and interfaces. With no pools and no
@@ -190,8 +245,8 @@ type BGPAdvertisement struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   BGPAdvertisementSpec `json:"spec,omitempty"`
-	Status ConfigStatus         `json:"status,omitempty"`
+	Spec   BGPAdvertisementSpec   `json:"spec,omitempty"`
+	Status BGPAdvertisementStatus `json:"status,omitempty"`
 }
 
 // BGPAdvertisementSpec selects pools, nodes and peers and sets route attributes.
@@ -248,8 +303,8 @@ type BGPPeer struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   BGPPeerSpec  `json:"spec"`
-	Status ConfigStatus `json:"status,omitempty"`
+	Spec   BGPPeerSpec   `json:"spec"`
+	Status BGPPeerStatus `json:"status,omitempty"`
 }
 
 // BGPPeerSpec describes one BGP neighbour.
@@ -321,8 +376,8 @@ type Community struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   CommunitySpec `json:"spec,omitempty"`
-	Status ConfigStatus  `json:"status,omitempty"`
+	Spec   CommunitySpec   `json:"spec,omitempty"`
+	Status CommunityStatus `json:"status,omitempty"`
 }
 
 // CommunitySpec lists aliases.
