@@ -565,4 +565,3 @@ func TestFrees(t *testing.T) {
 	step("release one sharer", false, func() { a.Release("ns/s1") })
 	step("release the last sharer", true, func() { a.Release("ns/s2") })
 }
-
