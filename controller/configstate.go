@@ -1,10 +1,17 @@
 package controller
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
@@ -15,71 +22,115 @@ const (
 	ReasonValid             = "Valid"
 	ReasonValidWithWarnings = "ValidWithWarnings"
 	ReasonInvalid           = "Invalid"
-	// ReasonInvalidLastGoodKept: the pool is invalid, and Herald keeps serving
-	// its last valid spec so no assignment is lost.
+	// ReasonInvalidLastGoodKept: the object is invalid, and Herald keeps
+	// serving its last valid spec (status.lastValidSpec).
 	ReasonInvalidLastGoodKept = "InvalidKeepingLastValid"
 )
 
-// lastGood remembers the last valid spec of each pool, so that an edit that
-// breaks a pool does not take the Services' addresses away.
-type lastGood map[string]v1beta1.IPAddressPool
+// EventInvalidConfig is the Warning event reason on a broken configuration
+// object.
+const EventInvalidConfig = "InvalidConfiguration"
 
-// parseKeepingLastGood parses objs. Pools that are broken now but were valid
-// before (same UID) are replaced by their last valid version, so their
-// assignments stay; the returned problems still describe the broken objects
-// as they are, so the operator sees what to fix. kept lists the pools served
-// from their last valid spec. lg is updated in place.
-func parseKeepingLastGood(objs config.Objects, lg lastGood) (cfg *config.Config, probs config.Problems, kept map[string]bool) {
-	cfg, probs = config.Parse(objs)
-	kept = map[string]bool{}
-	present := map[string]bool{}
-	substituted := make([]v1beta1.IPAddressPool, len(objs.Pools))
-	for i, p := range objs.Pools {
-		present[p.Name] = true
-		substituted[i] = p
-		if cfg.Pool(p.Name) != nil {
-			lg[p.Name] = *p.DeepCopy()
-			continue
-		}
-		if old, ok := lg[p.Name]; ok && old.UID == p.UID {
-			substituted[i] = old
-			kept[p.Name] = true
+// listConfig reads the configuration objects from the cache.
+func (r *Reconciler) listConfig(ctx context.Context) (config.Objects, error) {
+	var objs config.Objects
+	var pools v1beta1.IPAddressPoolList
+	var l2 v1beta1.L2AdvertisementList
+	var bgp v1beta1.BGPAdvertisementList
+	var peers v1beta1.BGPPeerList
+	var comms v1beta1.CommunityList
+	for _, l := range []client.ObjectList{&pools, &l2, &bgp, &peers, &comms} {
+		if err := r.client.List(ctx, l, client.InNamespace(r.namespace)); err != nil {
+			return objs, fmt.Errorf("listing configuration: %w", err)
 		}
 	}
-	for name := range lg {
-		if !present[name] {
-			delete(lg, name)
-		}
-	}
-	if len(kept) == 0 {
-		return cfg, probs, kept
-	}
-	objs.Pools = substituted
-	cfg, _ = config.Parse(objs)
-	for name := range kept {
-		if cfg.Pool(name) == nil { // the old spec no longer fits among the others
-			delete(kept, name)
-		}
-	}
-	return cfg, probs, kept
+	objs.Pools, objs.L2Advertisements, objs.BGPAdvertisements = pools.Items, l2.Items, bgp.Items
+	objs.Peers, objs.Communities = peers.Items, comms.Items
+	return objs, nil
 }
 
-// validCondition is the Valid condition of one object given the problems
-// found in it.
-func validCondition(probs config.Problems, keptLastGood bool, generation int64) metav1.Condition {
-	c := metav1.Condition{Type: v1beta1.ConditionValid, ObservedGeneration: generation}
-	errs, warns := probs.Errors(), probs.Warnings()
-	switch {
-	case len(errs) > 0:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonInvalid, problemText(errs)
-		if keptLastGood {
-			c.Reason = ReasonInvalidLastGoodKept
-			c.Message += "; still serving the last valid spec, so no address is lost"
+// configReport is what a configuration load must write on the objects.
+type configReport struct {
+	objs     config.Objects
+	resolved config.Resolved
+}
+
+// loadConfig resolves the objects with the last-valid rule, hands the pools
+// to the allocator, and returns what to report and the keys of the Services
+// whose assignments the new pools dropped. mu held; no API call.
+func (r *Reconciler) loadConfig(objs config.Objects) (configReport, map[string]bool) {
+	res := config.ParseKeepingLastValid(objs)
+	dropped := map[string]bool{}
+	for _, k := range r.alloc.SetPools(res.Config.Pools) {
+		r.log.Info("assignment dropped by a pool change", "service", k)
+		dropped[k] = true
+	}
+	r.cfg = res.Config
+	r.poolsDirty = true
+	return configReport{objs: objs, resolved: res}, dropped
+}
+
+// writeReport writes the Valid condition and the last valid spec on every
+// configuration object whose status must change, emits a Warning event when
+// one becomes invalid, and updates the problem metrics. It runs without mu;
+// a failed write is returned, so the configuration key is retried.
+func (r *Reconciler) writeReport(ctx context.Context, rep configReport) error {
+	probs := rep.resolved.Problems()
+	r.metrics.configProbs.Reset()
+	for _, p := range probs {
+		r.metrics.configProbs.WithLabelValues(p.Kind, p.Severity.String()).Inc()
+	}
+	var errs []error
+	for _, o := range configObjects(rep.objs) {
+		st := rep.resolved.States[config.ObjectRef{Kind: o.kind, Name: o.obj.GetName()}]
+		if err := r.writeObjectStatus(ctx, o, st); err != nil {
+			errs = append(errs, err)
 		}
-	case len(warns) > 0:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonValidWithWarnings, problemText(warns)
-	default:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonValid, "in use"
+	}
+	if errs := probs.Errors(); len(errs) > 0 {
+		r.log.Warn("configuration has broken objects", "problems", errs.Error())
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) writeObjectStatus(ctx context.Context, o configObject, st config.ObjectState) error {
+	c := validCondition(st, o.lastValidGeneration(), o.obj.GetGeneration())
+	before := o.obj.DeepCopyObject().(client.Object)
+	changed := setCondition(o.conds, c)
+	if st.Serving == config.ServingCurrent && o.recordLastValid() {
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	r.metrics.writes.WithLabelValues("config-status").Inc()
+	if err := r.client.Status().Patch(ctx, o.obj, client.MergeFrom(before)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("%s %s: writing status: %w", o.kind, o.obj.GetName(), err)
+	}
+	if c.Status == metav1.ConditionFalse {
+		r.recorder.Eventf(o.obj, nil, corev1.EventTypeWarning, EventInvalidConfig, "Validate", "%s", c.Message)
+	}
+	return nil
+}
+
+// validCondition is the Valid condition for an object's state.
+func validCondition(st config.ObjectState, lastValidGen, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: v1beta1.ConditionValid, ObservedGeneration: generation}
+	switch st.Serving {
+	case config.ServingLastValid:
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonInvalidLastGoodKept
+		c.Message = problemText(st.Problems) + fmt.Sprintf("; still serving the last valid spec (generation %d), so no address is lost", lastValidGen)
+	case config.ServingNone:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonInvalid, problemText(st.Problems)+"; not in use"
+	case config.ServingCurrent:
+		if w := st.Problems.Warnings(); len(w) > 0 {
+			c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonValidWithWarnings, problemText(w)
+		} else {
+			c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonValid, "in use"
+		}
 	}
 	return c
 }
@@ -104,4 +155,71 @@ func setCondition(conds *[]metav1.Condition, c metav1.Condition) bool {
 	}
 	meta.SetStatusCondition(conds, c)
 	return true
+}
+
+// configObject is one configuration object with its status fields.
+type configObject struct {
+	obj   client.Object
+	kind  string
+	conds *[]metav1.Condition
+	// recordLastValid copies the spec into status.lastValidSpec unless it
+	// is there already, and reports whether it changed anything.
+	recordLastValid     func() bool
+	lastValidGeneration func() int64
+}
+
+// record sets *last to a copy of spec (and its generation) unless it holds
+// it already.
+func record[T any](spec T, last **T, lastGen *int64, gen int64) bool {
+	if *last != nil && *lastGen == gen && reflect.DeepEqual(**last, spec) {
+		return false
+	}
+	c := spec
+	*last, *lastGen = &c, gen
+	return true
+}
+
+func configObjects(objs config.Objects) []configObject {
+	var out []configObject
+	for i := range objs.Pools {
+		o := &objs.Pools[i]
+		out = append(out, configObject{o, config.KindIPAddressPool, &o.Status.Conditions,
+			func() bool {
+				return record(*o.Spec.DeepCopy(), &o.Status.LastValidSpec, &o.Status.LastValidGeneration, o.Generation)
+			},
+			func() int64 { return o.Status.LastValidGeneration }})
+	}
+	for i := range objs.L2Advertisements {
+		o := &objs.L2Advertisements[i]
+		out = append(out, configObject{o, config.KindL2Advertisement, &o.Status.Conditions,
+			func() bool {
+				return record(*o.Spec.DeepCopy(), &o.Status.LastValidSpec, &o.Status.LastValidGeneration, o.Generation)
+			},
+			func() int64 { return o.Status.LastValidGeneration }})
+	}
+	for i := range objs.BGPAdvertisements {
+		o := &objs.BGPAdvertisements[i]
+		out = append(out, configObject{o, config.KindBGPAdvertisement, &o.Status.Conditions,
+			func() bool {
+				return record(*o.Spec.DeepCopy(), &o.Status.LastValidSpec, &o.Status.LastValidGeneration, o.Generation)
+			},
+			func() int64 { return o.Status.LastValidGeneration }})
+	}
+	for i := range objs.Peers {
+		o := &objs.Peers[i]
+		out = append(out, configObject{o, config.KindBGPPeer, &o.Status.Conditions,
+			func() bool {
+				return record(*o.Spec.DeepCopy(), &o.Status.LastValidSpec, &o.Status.LastValidGeneration, o.Generation)
+			},
+			func() int64 { return o.Status.LastValidGeneration }})
+	}
+	for i := range objs.Communities {
+		o := &objs.Communities[i]
+		out = append(out, configObject{o, config.KindCommunity, &o.Status.Conditions,
+			func() bool {
+				return record(*o.Spec.DeepCopy(), &o.Status.LastValidSpec, &o.Status.LastValidGeneration, o.Generation)
+			},
+			func() int64 { return o.Status.LastValidGeneration }})
+	}
+	return out
 }

@@ -5,8 +5,20 @@
 // One workqueue carries Service keys and one special key for "the
 // configuration changed". Every sync recomputes what the Service should have
 // (level-triggered), so a missed, repeated or reordered event changes nothing.
-// Before the first sync, every assignment found in Service status is restored
-// into the allocator, so a restart never moves an address.
+//
+// Allocation decisions are made one at a time under one lock, in an order
+// that does not depend on the workqueue: at start-up, on a configuration
+// change and whenever an address is freed, Services are planned oldest
+// first. Writes are made only by a Service's own worker (the workqueue never
+// hands one key to two workers), with optimistic locking, so an older plan
+// can never overwrite a newer one; paths that plan many Services only
+// enqueue their keys. No API call is made with the lock held.
+//
+// The Service's status is the truth about its assignment: before the first
+// assignment, every address found in status is restored (from a live list,
+// not a possibly lagging cache), and a sync that finds an address in status
+// that the allocator does not hold restores it before anything else. So a
+// restart, or a leader handover, never moves an address.
 package controller
 
 import (
@@ -16,19 +28,21 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/herald-lb/herald/config"
-	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/ipam"
+	"github.com/herald-lb/herald/svcstatus"
 )
 
 // Event reasons on Services (Warning reasons are ipam.Reason values).
@@ -40,6 +54,12 @@ const (
 	EventBadRequest      = string(ipam.BadRequest)
 )
 
+// Names kept for callers of earlier versions.
+const (
+	ClassName      = svcstatus.ClassName
+	AnnotationPool = svcstatus.AnnotationPool
+)
+
 // configKey is the workqueue item for "the configuration changed". No Service
 // has an empty name, so it cannot collide with one.
 var configKey = reconcile.Request{}
@@ -47,24 +67,33 @@ var configKey = reconcile.Request{}
 // Reconciler assigns addresses. All allocator state is behind mu; API writes
 // happen outside it.
 type Reconciler struct {
-	client    client.Client
+	client client.Client
+	// reader reads from the API server, not the cache: the start-up restore
+	// must see every status written by a previous leader.
+	reader    client.Reader
 	recorder  events.EventRecorder
 	log       *slog.Logger
 	namespace string
 	onlyClass bool
 	metrics   *metrics
-	// retry feeds Service keys back into the workqueue when something they
-	// were waiting for happened (an address released, the config changed).
-	retry chan event.GenericEvent
+	// onSynced, when set (tests), is called after each Service sync.
+	onSynced func(types.NamespacedName)
+	// secretChecked is set once the memberlist Secret is known to exist.
+	secretChecked atomic.Bool
 
-	mu       sync.Mutex
-	alloc    *ipam.Allocator
-	cfg      *config.Config
-	lastGood lastGood
-	started  bool
-	// pending are Services that could not be served; they are retried when
-	// an address is released or the configuration changes, not by polling.
-	pending    map[types.NamespacedName]bool
+	queueMu sync.Mutex
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+	mu      sync.Mutex
+	alloc   *ipam.Allocator
+	cfg     *config.Config
+	started bool
+	// pending are Services that could not get what they asked for, with the
+	// reason and their age; they are tried again, oldest first, when an
+	// address is freed (capacity reasons) or the configuration changes.
+	pending map[types.NamespacedName]waiting
+	// seenFrees is the allocator's Frees() when the waiters were last served.
+	seenFrees  uint64
 	poolsDirty bool
 	knownPools map[string]bool
 	// written is what the pool status loop last wrote, by pool UID; only
@@ -72,9 +101,21 @@ type Reconciler struct {
 	written map[types.UID]poolCounters
 }
 
+// waiting is why and since when a Service waits.
+type waiting struct {
+	reason  ipam.Reason
+	created metav1.Time
+}
+
+// reasonReassign marks a Service whose assignment a pool change dropped.
+const reasonReassign ipam.Reason = "Reassign"
+
+// capacity reports whether a freed address may end the wait.
+func (w waiting) capacity() bool {
+	return w.reason == ipam.PoolExhausted || w.reason == ipam.AddressInUse || w.reason == reasonReassign
+}
+
 // Reconcile syncs one Service, or the whole configuration for configKey.
-// Allocation decisions are made one at a time under mu; the API writes that
-// carry them out run outside it, so several workers write in parallel.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	if err := r.ensureStarted(ctx); err != nil {
 		return reconcile.Result{}, fmt.Errorf("restoring assignments: %w", err)
@@ -83,171 +124,228 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.syncConfig(ctx)
 	}
 	t0 := time.Now()
-	r.mu.Lock()
-	svc, p, err := r.plan(ctx, req.NamespacedName)
-	r.mu.Unlock()
-	if err == nil && svc != nil {
-		err = r.apply(ctx, svc, p)
+	defer func() {
+		r.metrics.syncDuration.Observe(time.Since(t0).Seconds())
+		if r.onSynced != nil {
+			r.onSynced(req.NamespacedName)
+		}
+	}()
+	svc := &corev1.Service{}
+	if err := r.client.Get(ctx, req.NamespacedName, svc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		r.mu.Lock()
+		r.forget(req.NamespacedName)
+		r.mu.Unlock()
+		return reconcile.Result{}, nil
 	}
-	r.metrics.syncDuration.Observe(time.Since(t0).Seconds())
+	r.mu.Lock()
+	p := r.plan(ctx, svc)
+	r.mu.Unlock()
+	err := r.apply(ctx, svc, p)
+	r.log.Debug("synced", "service", req.NamespacedName, "failure", p.failure, "clear", p.clear, "error", err)
+	if apierrors.IsConflict(err) {
+		// The cache was behind the object: sync again from a newer copy.
+		return reconcile.Result{Requeue: true}, nil
+	}
 	return reconcile.Result{}, err
 }
 
-// ensureStarted runs start once. The first syncs it planned are written after
-// mu is released; a failed write is retried through the Service's own queue
-// item, which the informer's initial list put there.
+// setQueue is the start function of the source that hands the reconciler its
+// workqueue, so that paths which plan many Services enqueue their keys.
+func (r *Reconciler) setQueue(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	r.queueMu.Lock()
+	r.queue = q
+	r.queueMu.Unlock()
+	return nil
+}
+
+// enqueue adds Service keys to the workqueue (it never blocks).
+func (r *Reconciler) enqueue(keys ...types.NamespacedName) {
+	r.queueMu.Lock()
+	q := r.queue
+	r.queueMu.Unlock()
+	if q == nil {
+		return // not started: the informers' initial list enqueues everything
+	}
+	for _, k := range keys {
+		q.Add(reconcile.Request{NamespacedName: k})
+	}
+}
+
+// ensureStarted restores every existing assignment once, before anything is
+// assigned. The Services come from a live list, so a standby that becomes
+// leader with a lagging cache still sees every status the old leader wrote.
+// Then every Service is planned, oldest first, and the keys are enqueued: the
+// Services' own workers write.
 func (r *Reconciler) ensureStarted(ctx context.Context) error {
 	r.mu.Lock()
-	if r.started {
+	started := r.started
+	r.mu.Unlock()
+	if started {
+		return nil
+	}
+	var live corev1.ServiceList
+	if err := r.reader.List(ctx, &live); err != nil {
+		return fmt.Errorf("listing services: %w", err)
+	}
+	objs, err := r.listConfig(ctx)
+	if err != nil {
+		return err
+	}
+	svcs := byAge(live.Items)
+
+	r.mu.Lock()
+	if r.started { // another worker got here first
 		r.mu.Unlock()
 		return nil
 	}
-	jobs, err := r.start(ctx)
-	r.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	for _, err := range r.applyAll(ctx, jobs) {
-		r.log.Warn("initial sync failed; it will be retried", "error", err)
-	}
-	return nil
-}
-
-// start loads the configuration and restores every existing assignment, in
-// creation order (the older Service wins a conflict), before anything new is
-// assigned. Then it plans every Service, oldest first, so that when two ask
-// for the same address the older one gets it whatever order the workqueue
-// would have picked. It must be called with mu held.
-func (r *Reconciler) start(ctx context.Context) ([]job, error) {
-	if err := r.loadConfig(ctx); err != nil {
-		return nil, err
-	}
-	var svcs corev1.ServiceList
-	if err := r.client.List(ctx, &svcs); err != nil {
-		return nil, fmt.Errorf("listing services: %w", err)
-	}
-	sort.Slice(svcs.Items, func(i, j int) bool {
-		a, b := &svcs.Items[i], &svcs.Items[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
-	})
-	restored := 0
-	for i := range svcs.Items {
-		svc := &svcs.Items[i]
-		addrs := statusAddrs(svc)
-		pool := svc.Annotations[AnnotationPool]
-		if !handles(svc, r.onlyClass) || (len(addrs) == 0 && pool == "") {
-			continue
-		}
-		if len(addrs) == 0 && (r.cfg.Pool(pool) == nil || r.cfg.Pool(pool).NodeAddresses == nil) {
-			continue // an annotation without addresses: only node-address pools are restored so
-		}
-		view, err := r.view(ctx, svc)
-		if err == nil {
-			err = r.alloc.Restore(view, pool, addrs)
-		}
-		if err != nil {
-			r.log.Warn("cannot restore assignment", "service", client.ObjectKeyFromObject(svc), "addresses", addrs, "error", err)
-			r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, EventRestoreConflict, "Restore",
-				"could not keep %s after a controller restart: %v", addrsString(addrs), err)
-			continue
-		}
-		restored++
-	}
+	report, _ := r.loadConfig(objs)
+	restored, conflicts := r.restoreAll(ctx, svcs)
+	// From here on every plan serves the waiters a free lets in, oldest
+	// first, before the next Service is planned.
 	r.started = true
+	r.seenFrees = r.alloc.Frees()
+	keys := r.planAll(ctx, svcs)
 	r.poolsDirty = true
-	r.log.Info("restored assignments from service status", "restored", restored, "services", len(svcs.Items))
-	jobs, errs := r.planAll(ctx, svcs.Items)
-	for _, err := range errs {
-		r.log.Warn("initial sync failed; it will be retried", "error", err)
-	}
-	return jobs, nil
-}
+	r.mu.Unlock()
 
-// loadConfig reads the configuration objects, parses them, hands the pools to
-// the allocator and reports the result on the objects. mu held.
-func (r *Reconciler) loadConfig(ctx context.Context) error {
-	var objs config.Objects
-	var pools v1beta1.IPAddressPoolList
-	var l2 v1beta1.L2AdvertisementList
-	var bgp v1beta1.BGPAdvertisementList
-	var peers v1beta1.BGPPeerList
-	var comms v1beta1.CommunityList
-	for _, l := range []client.ObjectList{&pools, &l2, &bgp, &peers, &comms} {
-		if err := r.client.List(ctx, l, client.InNamespace(r.namespace)); err != nil {
-			return fmt.Errorf("listing configuration: %w", err)
-		}
+	r.log.Info("restored assignments from service status", "restored", restored, "services", len(svcs))
+	for _, c := range conflicts {
+		r.log.Warn("cannot restore assignment", "service", client.ObjectKeyFromObject(c.svc), "error", c.err)
+		r.recorder.Eventf(c.svc, nil, corev1.EventTypeWarning, EventRestoreConflict, "Restore",
+			"could not keep %s after a controller restart: %v", addrsString(svcstatus.Addrs(c.svc)), failureText(c.err))
 	}
-	objs.Pools, objs.L2Advertisements, objs.BGPAdvertisements = pools.Items, l2.Items, bgp.Items
-	objs.Peers, objs.Communities = peers.Items, comms.Items
-
-	cfg, probs, kept := parseKeepingLastGood(objs, r.lastGood)
-	dropped := r.alloc.SetPools(cfg.Pools)
-	r.cfg = cfg
-	r.poolsDirty = true
-	for _, k := range dropped {
-		r.log.Info("assignment dropped by a pool change", "service", k)
+	if err := r.writeReport(ctx, report); err != nil {
+		r.log.Warn("cannot write configuration status; retrying", "error", err)
+		r.enqueueConfig()
 	}
-	r.reportConfig(ctx, objs, probs, kept)
+	r.enqueue(keys...)
 	return nil
 }
 
-// syncConfig reloads the configuration and syncs every Service, since any of
-// them may be affected (pools shrank, grew, appeared, changed scope).
+func (r *Reconciler) enqueueConfig() {
+	r.queueMu.Lock()
+	q := r.queue
+	r.queueMu.Unlock()
+	if q != nil {
+		q.AddRateLimited(configKey)
+	}
+}
+
+// restoreConflict is a Service whose status could not be restored.
+type restoreConflict struct {
+	svc *corev1.Service
+	err error
+}
+
+// restoreAll loads every assignment found in Service status, oldest first
+// (the older Service wins a conflict). mu held.
+func (r *Reconciler) restoreAll(ctx context.Context, svcs []*corev1.Service) (restored int, conflicts []restoreConflict) {
+	for _, svc := range svcs {
+		if !svcstatus.Handles(svc, r.onlyClass) {
+			continue
+		}
+		ok, err := r.restore(ctx, svc)
+		if err != nil {
+			conflicts = append(conflicts, restoreConflict{svc, err})
+		} else if ok {
+			restored++
+		}
+	}
+	return restored, conflicts
+}
+
+// restore loads the assignment in svc's status into the allocator. It reads
+// only the status, the pool annotation of node-address Services and what the
+// spec says about sharing (ports, sharing key, backends): never the request,
+// so a Service whose request was edited into something refused keeps what it
+// holds. It reports whether there was anything to restore. mu held.
+func (r *Reconciler) restore(ctx context.Context, svc *corev1.Service) (bool, error) {
+	addrs := svcstatus.Addrs(svc)
+	pool := svcstatus.NodePool(svc)
+	if len(addrs) == 0 {
+		if p := r.cfg.Pool(pool); p == nil || p.NodeAddresses == nil {
+			return false, nil // nothing to restore: only node-address pools hold no address
+		}
+	}
+	views, err := r.restoreViews(ctx, svc)
+	if err != nil {
+		return false, err
+	}
+	for _, v := range views {
+		if err = r.alloc.Restore(v, pool, addrs); err == nil {
+			return true, nil
+		}
+	}
+	return false, err
+}
+
+// planAll plans every Service in the order given and returns the keys of the
+// LoadBalancer Services, for their workers to write. mu held.
+func (r *Reconciler) planAll(ctx context.Context, svcs []*corev1.Service) []types.NamespacedName {
+	var keys []types.NamespacedName
+	for _, svc := range svcs {
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer && !svcstatus.Ours(svc) {
+			continue
+		}
+		r.plan(ctx, svc)
+		keys = append(keys, client.ObjectKeyFromObject(svc))
+	}
+	return keys
+}
+
+// syncConfig reloads the configuration, plans every Service oldest first
+// (pools may have shrunk, grown, appeared or changed scope) and enqueues
+// them; it writes only the configuration objects' status.
 func (r *Reconciler) syncConfig(ctx context.Context) error {
-	r.mu.Lock()
-	err := r.loadConfig(ctx)
-	var svcs corev1.ServiceList
-	if err == nil {
-		err = r.client.List(ctx, &svcs)
-	}
-	var jobs []job
-	var errs []error
-	if err == nil {
-		jobs, errs = r.planAll(ctx, svcs.Items)
-	}
-	r.mu.Unlock()
+	objs, err := r.listConfig(ctx)
 	if err != nil {
 		return err
 	}
-	errs = append(errs, r.applyAll(ctx, jobs)...)
-	return errors.Join(errs...)
-}
-
-// job is one Service's plan, written after mu is released.
-type job struct {
-	svc *corev1.Service
-	p   plan
-}
-
-// planAll plans every Service in the order given. mu held.
-func (r *Reconciler) planAll(ctx context.Context, svcs []corev1.Service) (jobs []job, errs []error) {
-	for i := range svcs {
-		svc, p, err := r.plan(ctx, client.ObjectKeyFromObject(&svcs[i]))
-		if err != nil {
-			errs = append(errs, err)
-		} else if svc != nil {
-			jobs = append(jobs, job{svc, p})
+	var list corev1.ServiceList
+	if err := r.client.List(ctx, &list); err != nil {
+		return fmt.Errorf("listing services: %w", err)
+	}
+	svcs := byAge(list.Items)
+	r.mu.Lock()
+	report, dropped := r.loadConfig(objs)
+	// Services whose addresses left their pool wait like any other: the
+	// first plan serves them, oldest first, with the other waiters.
+	for _, svc := range svcs {
+		if dropped[client.ObjectKeyFromObject(svc).String()] {
+			r.pending[client.ObjectKeyFromObject(svc)] = waiting{reason: reasonReassign, created: svc.CreationTimestamp}
 		}
 	}
-	return jobs, errs
+	keys := r.planAll(ctx, svcs)
+	r.mu.Unlock()
+	r.enqueue(keys...)
+	return r.writeReport(ctx, report)
 }
 
-// applyAll writes planned jobs. It runs without mu.
-func (r *Reconciler) applyAll(ctx context.Context, jobs []job) (errs []error) {
-	for _, j := range jobs {
-		if err := r.apply(ctx, j.svc, j.p); err != nil {
-			errs = append(errs, err)
-		}
+// byAge returns pointers to the Services, oldest first.
+func byAge(items []corev1.Service) []*corev1.Service {
+	out := make([]*corev1.Service, len(items))
+	for i := range items {
+		out[i] = &items[i]
 	}
-	return errs
+	sort.SliceStable(out, func(i, j int) bool { return older(out[i], out[j]) })
+	return out
+}
+
+func older(a, b *corev1.Service) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 }
 
 // plan is what a sync decided to write on a Service.
 type plan struct {
-	// clear: remove Herald's status and annotation; otherwise write asg.
+	// none: nothing to write (a Service another controller serves).
+	none bool
+	// clear: remove Herald's status; otherwise write asg.
 	clear bool
 	asg   ipam.Assignment
 	// failure explains why the Service could not get what it asked for
@@ -255,63 +353,127 @@ type plan struct {
 	failure error
 }
 
-// plan decides what one Service should have. It must be called with mu held;
-// it changes only allocator state. A nil Service means nothing to write.
-func (r *Reconciler) plan(ctx context.Context, nn types.NamespacedName) (*corev1.Service, plan, error) {
+// plan decides what one Service should have and updates the allocator. It
+// must be called with mu held; it makes no API call.
+func (r *Reconciler) plan(ctx context.Context, svc *corev1.Service) plan {
+	nn := client.ObjectKeyFromObject(svc)
 	key := nn.String()
-	svc := &corev1.Service{}
-	if err := r.client.Get(ctx, nn, svc); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.release(key)
-			delete(r.pending, nn)
-			return nil, plan{}, nil
+	defer r.serveWaiters(ctx)
+	if !svcstatus.Handles(svc, r.onlyClass) {
+		r.release(nn)
+		if svcstatus.Ours(svc) && (svc.Spec.LoadBalancerClass == nil || *svc.Spec.LoadBalancerClass == ClassName || svc.Spec.Type != corev1.ServiceTypeLoadBalancer) {
+			return plan{clear: true}
 		}
-		return nil, plan{}, err
+		return plan{none: true}
 	}
-	if !handles(svc, r.onlyClass) {
-		r.release(key)
-		delete(r.pending, nn)
-		if svc.Spec.LoadBalancerClass == nil || *svc.Spec.LoadBalancerClass == ClassName {
-			return svc, plan{clear: true}, nil
+	if _, held := r.alloc.Assignment(key); !held {
+		// Status is the truth: an address in status that the allocator does
+		// not hold (a new leader whose cache lagged at start-up, a Service
+		// that was not a LoadBalancer a moment ago) is restored before
+		// anything is assigned.
+		if _, err := r.restore(ctx, svc); err != nil {
+			r.log.Info("status not restorable; assigning anew", "service", nn, "error", err)
 		}
-		return nil, plan{}, nil
 	}
 	view, err := r.view(ctx, svc)
 	var asg ipam.Assignment
 	if err == nil {
 		asg, err = r.alloc.Assign(view)
 	}
+	r.poolsDirty = true
 	if err != nil {
-		r.pending[nn] = true
+		r.pending[nn] = waiting{reason: reasonOf(err), created: svc.CreationTimestamp}
 		// Keep what the allocator still holds (a previous assignment that a
-		// bad edit would have moved); clear what it no longer holds.
+		// refused edit would have moved); clear what it no longer holds.
 		held, ok := r.alloc.Assignment(key)
-		return svc, plan{clear: !ok, asg: held, failure: err}, nil
+		return plan{clear: !ok, asg: held, failure: err}
 	}
 	delete(r.pending, nn)
-	r.poolsDirty = true
-	return svc, plan{asg: asg}, nil
+	return plan{asg: asg}
 }
 
-// apply writes a plan. It runs without mu.
-func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, p plan) error {
-	if p.failure != nil {
-		reason := ipam.ReasonOf(p.failure)
-		if reason == "" {
-			reason = "Error"
+// forget releases a deleted Service. mu held.
+func (r *Reconciler) forget(nn types.NamespacedName) {
+	r.release(nn)
+	r.serveWaiters(context.Background())
+}
+
+// release drops the Service's assignment, if any. Waiters are served by the
+// caller (serveWaiters), which sees the allocator's free counter move. mu
+// held.
+func (r *Reconciler) release(nn types.NamespacedName) {
+	delete(r.pending, nn)
+	if _, ok := r.alloc.Assignment(nn.String()); ok {
+		r.alloc.Release(nn.String())
+		r.poolsDirty = true
+	}
+}
+
+// serveWaiters gives freed addresses to the Services waiting for one, oldest
+// first, and enqueues the ones served so that their workers write. It runs
+// whenever the allocator reports a free (a release, a Service that moved, a
+// pool that changed), in the same critical section as the free, so a younger
+// Service cannot take the address first. mu held.
+func (r *Reconciler) serveWaiters(ctx context.Context) {
+	// Each round serves at least one waiter or stops: the counter moves only
+	// when an address ends free. The bound is a guard, not the exit.
+	for round := 0; r.started && r.alloc.Frees() != r.seenFrees && round <= len(r.pending); round++ {
+		r.seenFrees = r.alloc.Frees()
+		var served []types.NamespacedName
+		for _, nn := range r.waiters() {
+			svc := &corev1.Service{}
+			if err := r.client.Get(ctx, nn, svc); err != nil {
+				if apierrors.IsNotFound(err) {
+					delete(r.pending, nn)
+				}
+				continue
+			}
+			if !svcstatus.Handles(svc, r.onlyClass) {
+				continue // its own sync releases it
+			}
+			view, err := r.view(ctx, svc)
+			if err != nil {
+				continue
+			}
+			if _, err := r.alloc.Assign(view); err == nil {
+				delete(r.pending, nn)
+				served = append(served, nn)
+				r.poolsDirty = true
+			}
 		}
-		r.metrics.errors.WithLabelValues(string(reason)).Inc()
-		r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, string(reason), "Allocate", "%s", failureText(p.failure))
-		r.log.Info("cannot assign an address", "service", client.ObjectKeyFromObject(svc), "reason", reason, "error", p.failure)
+		r.enqueue(served...)
 	}
-	if p.clear {
-		return r.clear(ctx, svc)
-	}
-	return r.write(ctx, svc, p.asg)
+	r.seenFrees = r.alloc.Frees()
 }
 
-// failureText is the event message: the allocator's explanation without the
-// "service ns/name: " prefix, which the event already carries.
+// waiters are the pending Services a free may serve, oldest first.
+func (r *Reconciler) waiters() []types.NamespacedName {
+	out := make([]types.NamespacedName, 0, len(r.pending))
+	for nn, w := range r.pending {
+		if w.capacity() {
+			out = append(out, nn)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := r.pending[out[i]], r.pending[out[j]]
+		if !a.created.Equal(&b.created) {
+			return a.created.Before(&b.created)
+		}
+		return out[i].String() < out[j].String()
+	})
+	return out
+}
+
+func reasonOf(err error) ipam.Reason {
+	if r := ipam.ReasonOf(err); r != "" {
+		return r
+	}
+	return "Error"
+}
+
+// failureText is the message for an allocation failure: the allocator's
+// explanation without the "service ns/name: " prefix, which the event and
+// the condition already carry.
 func failureText(err error) string {
 	var e *ipam.Error
 	if errors.As(err, &e) && e.Msg != "" {
@@ -322,105 +484,30 @@ func failureText(err error) string {
 
 // view builds the allocator's view of svc, with its namespace's labels.
 func (r *Reconciler) view(ctx context.Context, svc *corev1.Service) (ipam.Service, error) {
-	var ns corev1.Namespace
-	var nsLabels map[string]string
-	if err := r.client.Get(ctx, types.NamespacedName{Name: svc.Namespace}, &ns); err == nil {
-		nsLabels = ns.Labels
-	} else if !apierrors.IsNotFound(err) {
+	nsLabels, err := r.namespaceLabels(ctx, svc.Namespace)
+	if err != nil {
 		return ipam.Service{}, err
 	}
 	return serviceView(svc, nsLabels)
 }
 
-// release drops the Service's assignment, if any, and gives the Services
-// waiting for an address another chance.
-func (r *Reconciler) release(key string) {
-	if _, ok := r.alloc.Assignment(key); !ok {
-		return
+// restoreViews are the allocator views a restore may use: one per sharing
+// key the annotations name (a half-done migration may name two).
+func (r *Reconciler) restoreViews(ctx context.Context, svc *corev1.Service) ([]ipam.Service, error) {
+	nsLabels, err := r.namespaceLabels(ctx, svc.Namespace)
+	if err != nil {
+		return nil, err
 	}
-	r.alloc.Release(key)
-	r.poolsDirty = true
-	r.retryPending()
+	return restoreViews(svc, nsLabels), nil
 }
 
-// retryPending puts every waiting Service back into the workqueue.
-func (r *Reconciler) retryPending() {
-	if len(r.pending) == 0 {
-		return
-	}
-	keys := make([]types.NamespacedName, 0, len(r.pending))
-	for nn := range r.pending {
-		keys = append(keys, nn)
-	}
-	// The channel source drains into the workqueue without taking mu, but do
-	// not block a sync on it.
-	go func() {
-		for _, nn := range keys {
-			svc := &corev1.Service{}
-			svc.Namespace, svc.Name = nn.Namespace, nn.Name
-			r.retry <- event.GenericEvent{Object: svc}
+func (r *Reconciler) namespaceLabels(ctx context.Context, name string) (map[string]string, error) {
+	var ns corev1.Namespace
+	if err := r.client.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
 		}
-	}()
-}
-
-// write records the assignment on the Service: the pool annotation first (so
-// a restart can always tell where the addresses came from), then the status.
-func (r *Reconciler) write(ctx context.Context, svc *corev1.Service, asg ipam.Assignment) error {
-	changed := false
-	if svc.Annotations[AnnotationPool] != asg.Pool {
-		patch := client.MergeFrom(svc.DeepCopy())
-		if svc.Annotations == nil {
-			svc.Annotations = map[string]string{}
-		}
-		svc.Annotations[AnnotationPool] = asg.Pool
-		if err := r.client.Patch(ctx, svc, patch); err != nil {
-			return fmt.Errorf("service %s: recording pool: %w", client.ObjectKeyFromObject(svc), err)
-		}
-		changed = true
+		return nil, fmt.Errorf("namespace %s: %w", name, err)
 	}
-	want := wantedIngress(asg)
-	if !ingressEqual(svc.Status.LoadBalancer.Ingress, want) {
-		patch := client.MergeFrom(svc.DeepCopy())
-		svc.Status.LoadBalancer.Ingress = want
-		if err := r.client.Status().Patch(ctx, svc, patch); err != nil {
-			return fmt.Errorf("service %s: writing status: %w", client.ObjectKeyFromObject(svc), err)
-		}
-		changed = true
-	}
-	if changed {
-		if asg.NodeAddresses {
-			r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventNodeAddresses, "Allocate",
-				"placed in node-address pool %q; its addresses are the nodes' own", asg.Pool)
-		} else {
-			r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventAllocated, "Allocate",
-				"assigned %s from pool %q", addrsString(asg.Addrs), asg.Pool)
-		}
-		r.log.Info("assigned", "service", client.ObjectKeyFromObject(svc), "pool", asg.Pool, "addresses", asg.Addrs)
-	}
-	return nil
-}
-
-// clear removes what Herald wrote on a Service it no longer serves.
-func (r *Reconciler) clear(ctx context.Context, svc *corev1.Service) error {
-	_, annotated := svc.Annotations[AnnotationPool]
-	if !annotated {
-		return nil // never ours: leave another controller's status alone
-	}
-	old := statusAddrs(svc)
-	if len(svc.Status.LoadBalancer.Ingress) > 0 {
-		patch := client.MergeFrom(svc.DeepCopy())
-		svc.Status.LoadBalancer.Ingress = nil
-		if err := r.client.Status().Patch(ctx, svc, patch); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("service %s: clearing status: %w", client.ObjectKeyFromObject(svc), err)
-		}
-	}
-	patch := client.MergeFrom(svc.DeepCopy())
-	delete(svc.Annotations, AnnotationPool)
-	if err := r.client.Patch(ctx, svc, patch); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("service %s: removing pool annotation: %w", client.ObjectKeyFromObject(svc), err)
-	}
-	if len(old) > 0 {
-		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventReleased, "Release", "released %s", addrsString(old))
-	}
-	return nil
+	return ns.Labels, nil
 }

@@ -10,18 +10,22 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,10 +115,68 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// controllerHandle is one running controller replica.
+// controllerHandle is one running controller replica, with what the tests
+// observe of it: the events it emitted and the Services it synced.
 type controllerHandle struct {
 	stop func()
 	r    *Reconciler
+	rec  *countingRecorder
+
+	mu     sync.Mutex
+	synced map[types.NamespacedName]int
+}
+
+// writes is how many API writes of one kind the replica made.
+func (h *controllerHandle) writes(object string) int {
+	return int(testutil.ToFloat64(h.r.metrics.writes.WithLabelValues(object)))
+}
+
+// countingRecorder counts the events a replica emits, by object and reason.
+type countingRecorder struct {
+	inner  events.EventRecorder
+	mu     sync.Mutex
+	counts map[string]int // "name/reason"
+}
+
+func (c *countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+	if o, ok := regarding.(client.Object); ok {
+		c.mu.Lock()
+		c.counts[o.GetName()+"/"+reason]++
+		c.mu.Unlock()
+	}
+	c.inner.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+func (c *countingRecorder) count(name, reason string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[name+"/"+reason]
+}
+
+func (c *countingRecorder) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.counts {
+		n += v
+	}
+	return n
+}
+
+// waitSynced waits until the replica has synced each named Service of the
+// test at least once: a positive signal that it has looked at them.
+func (e *env) waitSynced(h *controllerHandle, names ...string) {
+	e.t.Helper()
+	e.eventually(time.Minute, func() string {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, n := range names {
+			if h.synced[types.NamespacedName{Namespace: e.app, Name: n}] == 0 {
+				return "service " + n + " not synced yet"
+			}
+		}
+		return ""
+	})
 }
 
 type ctrlOpt func(*Options)
@@ -152,7 +214,9 @@ func (e *env) startController(opts ...ctrlOpt) *controllerHandle {
 	mo.Controller = config.Controller{SkipNameValidation: &skipNameCheck}
 	lease, renew, retry := 4*time.Second, 3*time.Second, 500*time.Millisecond
 	mo.LeaseDuration, mo.RenewDeadline, mo.RetryPeriod = &lease, &renew, &retry
-	mgr, err := ctrl.NewManager(srv.Config, mo)
+	// The client's rate limits are the controller's defaults (the test
+	// server's own config has higher ones).
+	mgr, err := ctrl.NewManager(o.RESTConfig(srv.Config), mo)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -160,11 +224,19 @@ func (e *env) startController(opts ...ctrlOpt) *controllerHandle {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	h := &controllerHandle{r: r, synced: map[types.NamespacedName]int{}}
+	h.rec = &countingRecorder{inner: r.recorder, counts: map[string]int{}}
+	r.recorder = h.rec
+	r.onSynced = func(nn types.NamespacedName) {
+		h.mu.Lock()
+		h.synced[nn]++
+		h.mu.Unlock()
+	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	var stopped atomic.Bool
-	h := &controllerHandle{r: r, stop: func() {
+	h.stop = func() {
 		if stopped.Swap(true) {
 			return
 		}
@@ -172,7 +244,7 @@ func (e *env) startController(opts ...ctrlOpt) *controllerHandle {
 		if err := <-done; err != nil {
 			e.t.Errorf("controller: %v", err)
 		}
-	}}
+	}
 	e.t.Cleanup(h.stop)
 	return h
 }
@@ -271,14 +343,6 @@ func (e *env) get(name string) *corev1.Service {
 	return &s
 }
 
-func ingressIPs(s *corev1.Service) string {
-	var ips []string
-	for _, in := range s.Status.LoadBalancer.Ingress {
-		ips = append(ips, in.IP)
-	}
-	return strings.Join(ips, ",")
-}
-
 // eventually polls cond until it returns "" or the timeout passes; the last
 // non-empty answer is the failure message.
 func (e *env) eventually(timeout time.Duration, cond func() string) {
@@ -311,15 +375,26 @@ func (e *env) waitIPs(name, want string) *corev1.Service {
 	return s
 }
 
-// stays checks that the Service's ingress stays want for d.
-func (e *env) stays(name, want string, d time.Duration) {
+// syncs is how often the replica has synced the Service so far.
+func (e *env) syncs(h *controllerHandle, name string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.synced[types.NamespacedName{Namespace: e.app, Name: name}]
+}
+
+// holdsAfter waits until the replica has synced the Service again since it
+// had synced it before times (a positive signal that it has seen what
+// changed since), then checks that the Service holds want.
+func (e *env) holdsAfter(h *controllerHandle, name string, before int, want string) {
 	e.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if got := ingressIPs(e.get(name)); got != want {
-			e.t.Fatalf("service %s ingress changed to %q, want it to stay %q", name, got, want)
+	e.eventually(30*time.Second, func() string {
+		if e.syncs(h, name) <= before {
+			return "service " + name + " not synced again yet"
 		}
-		time.Sleep(100 * time.Millisecond)
+		return ""
+	})
+	if got := ingressIPs(e.get(name)); got != want {
+		e.t.Fatalf("service %s has %q, want %q", name, got, want)
 	}
 }
 

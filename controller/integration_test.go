@@ -16,6 +16,7 @@ import (
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/ipam"
+	"github.com/herald-lb/herald/svcstatus"
 )
 
 func TestAssignAndStatus(t *testing.T) {
@@ -27,8 +28,13 @@ func TestAssignAndStatus(t *testing.T) {
 	if m := s.Status.LoadBalancer.Ingress[0].IPMode; m == nil || *m != corev1.LoadBalancerIPModeVIP {
 		t.Errorf("ipMode = %v, want VIP", m)
 	}
-	if s.Annotations[AnnotationPool] != "lan" {
-		t.Errorf("pool annotation = %q", s.Annotations[AnnotationPool])
+	// One status write carries the address and Herald's condition; address
+	// pools need no annotation.
+	if c := svcstatus.Condition(s); c == nil || c.Status != metav1.ConditionTrue || c.Reason != svcstatus.ReasonAllocated || c.Message != `192.0.2.10 from pool "lan"` {
+		t.Errorf("condition = %+v", c)
+	}
+	if a, ok := s.Annotations[AnnotationPool]; ok {
+		t.Errorf("pool annotation %q written for an address pool", a)
 	}
 	e.waitEvent(e.app, "web", EventAllocated, `assigned 192.0.2.10 from pool "lan"`)
 	e.svc("api")
@@ -66,8 +72,8 @@ func TestAssignAndStatus(t *testing.T) {
 	})
 	e.waitIPs("web", "")
 	e.eventually(5*time.Second, func() string {
-		if a, ok := e.get("web").Annotations[AnnotationPool]; ok {
-			return "pool annotation still set: " + a
+		if c := svcstatus.Condition(e.get("web")); c != nil {
+			return fmt.Sprintf("condition still set: %+v", c)
 		}
 		return ""
 	})
@@ -171,6 +177,7 @@ func TestPoolSelection(t *testing.T) {
 
 	// Labelling the namespace makes the prod pool the better match for new
 	// Services; existing ones keep their addresses.
+	aSyncs := e.syncs(h, "a")
 	var ns corev1.Namespace
 	if err := e.c.Get(e.ctx, types.NamespacedName{Name: e.app}, &ns); err != nil {
 		t.Fatal(err)
@@ -193,7 +200,7 @@ func TestPoolSelection(t *testing.T) {
 	})
 	e.svc("b")
 	e.waitIPs("b", "198.51.100.0")
-	e.stays("a", "192.0.2.0", time.Second)
+	e.holdsAfter(h, "a", aSyncs, "192.0.2.0")
 }
 
 func TestLoadBalancerClass(t *testing.T) {
@@ -206,26 +213,26 @@ func TestLoadBalancerClass(t *testing.T) {
 	e.waitIPs("ours", "192.0.2.0")
 	e.svc("none")
 	e.waitIPs("none", "192.0.2.1")
-	e.stays("other", "", 500*time.Millisecond)
+	e.holdsAfter(h, "other", 0, "")
 	h.stop()
 
 	// With --only-class, a class-less Service is not served.
-	e.startController(onlyClass)
+	h = e.startController(onlyClass)
 	e.svc("none2")
 	e.waitIPs("ours", "192.0.2.0")
-	e.stays("none2", "", time.Second)
+	e.holdsAfter(h, "none2", 0, "")
 }
 
 func TestExhaustionAndRecycling(t *testing.T) {
 	e := newEnv(t)
 	e.pool("tiny", []string{"192.0.2.1-192.0.2.2"})
-	e.startController()
+	h := e.startController()
 	e.svc("a")
 	e.waitIPs("a", "192.0.2.1")
 	e.svc("b")
 	e.waitIPs("b", "192.0.2.2")
 	e.svc("c")
-	e.waitEvent(e.app, "c", string(ipam.PoolExhausted), `pool "tiny" is exhausted (2/2)`)
+	e.waitEvent(e.app, "c", string(ipam.PoolExhausted), `pool "tiny" is exhausted: all 2 IPv4 addresses are in use`)
 
 	// Deleting a Service hands its address to the waiting one, without polling.
 	t0 := time.Now()
@@ -240,16 +247,17 @@ func TestExhaustionAndRecycling(t *testing.T) {
 	e.waitIPs("d", "192.0.2.3")
 
 	// Shrinking drops exactly the assignment outside the pool.
+	bSyncs, cSyncs := e.syncs(h, "b"), e.syncs(h, "c")
 	e.updatePool("tiny", func(p *v1beta1.IPAddressPool) { p.Spec.Addresses = []string{"192.0.2.1-192.0.2.2"} })
 	e.waitIPs("d", "")
-	e.stays("b", "192.0.2.2", 300*time.Millisecond)
-	e.stays("c", "192.0.2.1", 300*time.Millisecond)
+	e.holdsAfter(h, "b", bSyncs, "192.0.2.2")
+	e.holdsAfter(h, "c", cSyncs, "192.0.2.1")
 }
 
 func TestConfigErrors(t *testing.T) {
 	e := newEnv(t)
 	e.pool("lan", []string{"192.0.2.0/30"})
-	e.startController()
+	h := e.startController()
 	e.svc("a")
 	e.waitIPs("a", "192.0.2.0")
 
@@ -259,11 +267,12 @@ func TestConfigErrors(t *testing.T) {
 	e.waitEvent(e.ns, "overlap", EventInvalidConfig, "overlaps")
 
 	// Breaking lan keeps its last valid spec: the Service keeps its address.
+	aSyncs := e.syncs(h, "a")
 	e.updatePool("lan", func(p *v1beta1.IPAddressPool) { p.Spec.Addresses = []string{"192.0.2.0/33"} })
 	e.waitCondition("lan", metav1.ConditionFalse, ReasonInvalidLastGoodKept, "is not a CIDR")
 	e.svc("b")
 	e.waitIPs("b", "192.0.2.1")
-	e.stays("a", "192.0.2.0", 500*time.Millisecond)
+	e.holdsAfter(h, "a", aSyncs, "192.0.2.0")
 
 	// Fixing it clears the condition.
 	e.updatePool("lan", func(p *v1beta1.IPAddressPool) { p.Spec.Addresses = []string{"192.0.2.0/30"} })
@@ -318,8 +327,13 @@ func TestMemberlistSecret(t *testing.T) {
 		return ""
 	})
 	h.stop()
-	e.startController()
-	time.Sleep(time.Second)
+	h = e.startController()
+	e.eventually(10*time.Second, func() string {
+		if !h.r.secretChecked.Load() {
+			return "the new replica has not checked the secret yet"
+		}
+		return ""
+	})
 	var s corev1.Secret
 	if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: "herald-memberlist"}, &s); err != nil {
 		t.Fatal(err)
@@ -354,7 +368,7 @@ func TestRestartStability(t *testing.T) {
 			no := false
 			s.Spec.Type, s.Spec.AllocateLoadBalancerNodePorts = corev1.ServiceTypeLoadBalancer, &no
 		})
-		e.waitEvent(e.app, n, string(ipam.PoolExhausted), `pool "two" is exhausted (2/2)`)
+		e.waitEvent(e.app, n, string(ipam.PoolExhausted), `pool "two" is exhausted: all 2 IPv4 addresses are in use`)
 	}
 	holders := map[string]string{}
 	e.eventually(15*time.Second, func() string {
@@ -379,15 +393,13 @@ func TestRestartStability(t *testing.T) {
 		}
 		h = e.startController()
 		e.waitStarted(h)
-		// The first syncs are written after start returns: watch for a while.
-		deadline := time.Now().Add(500 * time.Millisecond)
-		for time.Now().Before(deadline) {
-			for _, n := range []string{"s1", "s2", "s3", "s4"} {
-				if got := ingressIPs(e.get(n)); got != holders[n] {
-					t.Fatalf("restart %d: service %s has %q, had %q", i+1, n, got, holders[n])
-				}
+		// Every Service synced by the new replica (positive signal), then
+		// compared.
+		e.waitSynced(h, "s1", "s2", "s3", "s4")
+		for _, n := range []string{"s1", "s2", "s3", "s4"} {
+			if got := ingressIPs(e.get(n)); got != holders[n] {
+				t.Fatalf("restart %d: service %s has %q, had %q", i+1, n, got, holders[n])
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }
@@ -424,7 +436,7 @@ func TestLeaderElection(t *testing.T) {
 	leader.stop()
 	e.svc("two")
 	e.waitIPs("two", "192.0.2.1")
-	e.stays("one", "192.0.2.0", 300*time.Millisecond)
+	e.holdsAfter(standby, "one", 0, "192.0.2.0")
 	if !standby.r.isStarted() {
 		t.Error("standby did not take over")
 	}

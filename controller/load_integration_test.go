@@ -210,7 +210,11 @@ func TestLoad(t *testing.T) {
 		h = e.startController()
 		e.waitStarted(h)
 		restartTimes = append(restartTimes, time.Since(r0))
-		time.Sleep(500 * time.Millisecond)
+		names := make([]string, 0, len(before))
+		for name := range before {
+			names = append(names, name)
+		}
+		e.waitSynced(h, names...)
 		if m := moved(before, e.snapshot()); m != 0 {
 			t.Fatalf("restart %d: %d of %d addresses moved", i+1, m, n)
 		}
@@ -245,3 +249,58 @@ func TestLoad(t *testing.T) {
 }
 
 func clientInNamespace(ns string) client.InNamespace { return client.InNamespace(ns) }
+
+// createBurst creates n Services named prefix-i from writers concurrent
+// clients (each with its own connection and rate limiter, as separate
+// kubectl or Helm processes would), returning when each create call started.
+func (e *env) createBurst(prefix string, n, writers int) map[string]time.Time {
+	e.t.Helper()
+	var mu sync.Mutex
+	started := map[string]time.Time{}
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		c, err := client.New(srv.Config, client.Options{Scheme: Scheme()})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < n; i += writers {
+				name := fmt.Sprintf("%s-%04d", prefix, i)
+				t0 := time.Now()
+				if err := c.Create(e.ctx, e.svcObject(name)); err != nil {
+					e.t.Errorf("creating %s: %v", name, err)
+					return
+				}
+				mu.Lock()
+				started[name] = t0
+				mu.Unlock()
+			}
+		}(w)
+	}
+	wg.Wait()
+	return started
+}
+
+// TestLoadBurst creates 1,000 Services (-herald.load) from 16 concurrent
+// writers against a controller run with its default flags, and reports
+// creation-to-status latency and the controller's writes per Service.
+func TestLoadBurst(t *testing.T) {
+	n := *loadN
+	e := newEnv(t)
+	e.pool("big", []string{"10.202.0.0/16"})
+	h := e.startController()
+	sw := e.watchStatus()
+	e.waitStarted(h)
+	t0 := time.Now()
+	started := e.createBurst("x", n, 16)
+	created := time.Since(t0)
+	e.waitAll(sw, n, 5*time.Minute)
+	total := time.Since(t0)
+	l := sw.latencies(started)
+	t.Logf("LOAD burst of %d services from 16 writers (created in %v, %.0f/s), default flags (QPS %v, burst %d): creation-to-status p50 %v p90 %v p99 %v max %v; total %v; status writes per service %.2f",
+		n, created.Round(time.Millisecond), float64(n)/created.Seconds(), DefaultKubeAPIQPS, DefaultKubeAPIBurst,
+		l.pct(0.5).Round(time.Millisecond), l.pct(0.9).Round(time.Millisecond), l.pct(0.99).Round(time.Millisecond), l.pct(1).Round(time.Millisecond),
+		total.Round(time.Millisecond), float64(h.writes("service-status"))/float64(n))
+}

@@ -16,6 +16,8 @@ type metrics struct {
 	errors       *prometheus.CounterVec
 	configProbs  *prometheus.GaugeVec
 	services     prometheus.Gauge
+	waiting      *prometheus.GaugeVec
+	writes       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -35,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herald_controller_allocation_errors_total",
-			Help: "Services that could not be given an address, by reason.",
+			Help: "Times a Service came to be refused what it asks for, by reason: counted once per change of reason, not per retry.",
 		}, []string{"reason"}),
 		configProbs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "herald_config_problems",
@@ -45,8 +47,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "herald_controller_services_assigned",
 			Help: "LoadBalancer Services that hold an assignment.",
 		}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "herald_controller_services_waiting",
+			Help: "LoadBalancer Services refused what they ask for (waiting, or keeping an older assignment), by reason.",
+		}, []string{"reason"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_controller_writes_total",
+			Help: "Writes the controller made to the API server, by what was written (service-status, service-annotation, config-status, pool-counters).",
+		}, []string{"object"}),
 	}
-	reg.MustRegister(m.inUse, m.total, m.syncDuration, m.errors, m.configProbs, m.services)
+	reg.MustRegister(m.inUse, m.total, m.syncDuration, m.errors, m.configProbs, m.services, m.waiting, m.writes)
 	return m
 }
 

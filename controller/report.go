@@ -5,80 +5,12 @@ import (
 	"encoding/json"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/ipam"
 )
-
-// EventInvalidConfig is the Warning event reason on a broken configuration
-// object.
-const EventInvalidConfig = "InvalidConfiguration"
-
-// reportConfig writes the Valid condition on every configuration object whose
-// condition changed, emits a Warning event when one becomes invalid, and
-// updates the problem metrics. Write failures are logged, not returned: the
-// configuration is in use either way, and the next change retries.
-func (r *Reconciler) reportConfig(ctx context.Context, objs config.Objects, probs config.Problems, kept map[string]bool) {
-	r.metrics.configProbs.Reset()
-	for _, p := range probs {
-		r.metrics.configProbs.WithLabelValues(p.Kind, p.Severity.String()).Inc()
-	}
-	for _, o := range configObjects(objs) {
-		r.setValid(ctx, o.obj, o.conds, o.kind, probs, o.kind == config.KindIPAddressPool && kept[o.obj.GetName()])
-	}
-	if errs := probs.Errors(); len(errs) > 0 {
-		r.log.Warn("configuration has broken objects; they are ignored", "problems", errs.Error())
-	}
-}
-
-// configObject is one configuration object with its conditions.
-type configObject struct {
-	obj   client.Object
-	conds *[]metav1.Condition
-	kind  string
-}
-
-func configObjects(objs config.Objects) []configObject {
-	var out []configObject
-	add := func(obj client.Object, conds *[]metav1.Condition, kind string) {
-		out = append(out, configObject{obj, conds, kind})
-	}
-	for i := range objs.Pools {
-		add(&objs.Pools[i], &objs.Pools[i].Status.Conditions, config.KindIPAddressPool)
-	}
-	for i := range objs.L2Advertisements {
-		add(&objs.L2Advertisements[i], &objs.L2Advertisements[i].Status.Conditions, config.KindL2Advertisement)
-	}
-	for i := range objs.BGPAdvertisements {
-		add(&objs.BGPAdvertisements[i], &objs.BGPAdvertisements[i].Status.Conditions, config.KindBGPAdvertisement)
-	}
-	for i := range objs.Peers {
-		add(&objs.Peers[i], &objs.Peers[i].Status.Conditions, config.KindBGPPeer)
-	}
-	for i := range objs.Communities {
-		add(&objs.Communities[i], &objs.Communities[i].Status.Conditions, config.KindCommunity)
-	}
-	return out
-}
-
-func (r *Reconciler) setValid(ctx context.Context, obj client.Object, conds *[]metav1.Condition, kind string, probs config.Problems, kept bool) {
-	c := validCondition(probs.For(kind, obj.GetName()), kept, obj.GetGeneration())
-	before := obj.DeepCopyObject().(client.Object)
-	if !setCondition(conds, c) {
-		return
-	}
-	if err := r.client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
-		r.log.Warn("cannot write condition", "kind", kind, "name", obj.GetName(), "error", err)
-	}
-	if c.Status == metav1.ConditionFalse {
-		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, EventInvalidConfig, "Validate", "%s", c.Message)
-	}
-}
 
 // poolStatusLoop keeps the pools' status counters current. Assignments mark
 // the pools dirty; the loop writes at most every interval, so a burst of
@@ -109,6 +41,12 @@ func (r *Reconciler) flushPoolStatus(ctx context.Context) {
 		assigned += s.Services
 	}
 	r.metrics.setPools(stats, r.knownPools)
+	r.metrics.waiting.Reset()
+	for _, w := range r.pending {
+		if w.reason != reasonReassign {
+			r.metrics.waiting.WithLabelValues(string(w.reason)).Inc()
+		}
+	}
 	r.knownPools = map[string]bool{}
 	for _, s := range stats {
 		r.knownPools[s.Pool] = true
@@ -134,7 +72,11 @@ func (r *Reconciler) flushPoolStatus(ctx context.Context) {
 			continue // broken and never valid: only its condition speaks
 		}
 		want := poolCounters{s.IPv4.Assigned, s.IPv6.Assigned, s.IPv4.AvailableInt64(), s.IPv6.AvailableInt64()}
-		if last, ok := r.written[p.UID]; ok && last == want {
+		have := poolCounters{p.Status.AssignedIPv4, p.Status.AssignedIPv6, p.Status.AvailableIPv4, p.Status.AvailableIPv6}
+		// Compare with what the pool says (a restart with nothing changed
+		// writes nothing) and with what this loop wrote last (the cache may
+		// not show it yet).
+		if last, ok := r.written[p.UID]; have == want || (ok && last == want) {
 			written[p.UID] = want
 			continue
 		}
@@ -144,6 +86,7 @@ func (r *Reconciler) flushPoolStatus(ctx context.Context) {
 			"assignedIPv4": want.assignedV4, "assignedIPv6": want.assignedV6,
 			"availableIPv4": want.availableV4, "availableIPv6": want.availableV6,
 		}})
+		r.metrics.writes.WithLabelValues("pool-counters").Inc()
 		if err := r.client.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, body)); err != nil {
 			r.log.Warn("cannot write pool status", "pool", p.Name, "error", err)
 			r.markPoolsDirty()

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -53,7 +52,13 @@ type Options struct {
 	Workers int
 	// PoolStatusInterval bounds how often pool status counters are written.
 	PoolStatusInterval time.Duration
-	Logger             *slog.Logger
+	// KubeAPIQPS and KubeAPIBurst are the client's rate limits. The
+	// controller writes once per Service (its status); the limits let it
+	// keep up with the API server's own create rate under a burst, while
+	// the server's priority and fairness protect it from any client.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	Logger       *slog.Logger
 	// Registerer takes the metrics (default: controller-runtime's registry,
 	// served on MetricsAddr).
 	Registerer prometheus.Registerer
@@ -70,7 +75,27 @@ func DefaultOptions() Options {
 		ProbeAddr:          ":7473",
 		PoolStatusInterval: time.Second,
 		Workers:            16,
+		KubeAPIQPS:         DefaultKubeAPIQPS,
+		KubeAPIBurst:       DefaultKubeAPIBurst,
 	}
+}
+
+// The default client rate limits (see Options.KubeAPIQPS).
+const (
+	DefaultKubeAPIQPS   = 500
+	DefaultKubeAPIBurst = 1000
+)
+
+// RESTConfig returns a copy of cfg with the options' rate limits.
+func (o Options) RESTConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	if o.KubeAPIQPS != 0 {
+		c.QPS = o.KubeAPIQPS
+	}
+	if o.KubeAPIBurst != 0 {
+		c.Burst = o.KubeAPIBurst
+	}
+	return c
 }
 
 // Scheme returns a scheme with the Kubernetes and Herald types.
@@ -119,7 +144,7 @@ func Run(ctx context.Context, restCfg *rest.Config, o Options) error {
 	}
 	log := o.Logger
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
-	mgr, err := ctrl.NewManager(restCfg, ManagerOptions(o))
+	mgr, err := ctrl.NewManager(o.RESTConfig(restCfg), ManagerOptions(o))
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
@@ -153,15 +178,14 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 	}
 	r := &Reconciler{
 		client:     mgr.GetClient(),
+		reader:     mgr.GetAPIReader(),
 		recorder:   mgr.GetEventRecorder("herald-controller"),
 		log:        log,
 		namespace:  o.Namespace,
 		onlyClass:  o.OnlyClass,
 		metrics:    newMetrics(o.Registerer),
-		retry:      make(chan event.GenericEvent, 1024),
 		alloc:      ipam.New(),
-		lastGood:   lastGood{},
-		pending:    map[types.NamespacedName]bool{},
+		pending:    map[types.NamespacedName]waiting{},
 		knownPools: map[string]bool{},
 	}
 	// The controller's own status writes on configuration objects (conditions,
@@ -180,7 +204,9 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 		Watches(&v1beta1.BGPAdvertisement{}, toConfig, specOrLabels).
 		Watches(&v1beta1.BGPPeer{}, toConfig, specOrLabels).
 		Watches(&v1beta1.Community{}, toConfig, specOrLabels).
-		WatchesRawSource(source.Channel(r.retry, &handler.EnqueueRequestForObject{})).
+		// Hands the reconciler its queue: start-up, configuration changes
+		// and freed addresses enqueue the Services they planned.
+		WatchesRawSource(source.Func(r.setQueue)).
 		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: o.Workers}).
 		Complete(r)
 	if err != nil {
@@ -192,7 +218,7 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 		return nil, err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		return ensureSecretLoop(ctx, mgr, o, log)
+		return ensureSecretLoop(ctx, mgr, o, log, func() { r.secretChecked.Store(true) })
 	})); err != nil {
 		return nil, err
 	}
@@ -218,11 +244,12 @@ func (r *Reconciler) servicesInNamespace(ctx context.Context, ns client.Object) 
 
 // ensureSecretLoop creates the memberlist Secret once, retrying with backoff
 // until it succeeds (the API server may be briefly unreachable at startup).
-func ensureSecretLoop(ctx context.Context, mgr manager.Manager, o Options, log *slog.Logger) error {
+func ensureSecretLoop(ctx context.Context, mgr manager.Manager, o Options, log *slog.Logger, done func()) error {
 	delay := time.Second
 	for {
 		created, err := ensureMemberlistSecret(ctx, mgr.GetClient(), mgr.GetAPIReader(), o.Namespace, o.MemberlistSecret)
 		if err == nil {
+			done()
 			if created {
 				log.Info("created memberlist key secret", "secret", o.Namespace+"/"+o.MemberlistSecret)
 			}

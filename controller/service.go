@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -11,41 +12,25 @@ import (
 	"github.com/herald-lb/herald/ipam"
 )
 
-// Names Herald uses on Services.
-const (
-	// ClassName is Herald's spec.loadBalancerClass.
-	ClassName = "herald.dev/lb"
-	// AnnotationPool records the pool a Service's addresses came from, so a
-	// restarted controller restores the assignment exactly.
-	AnnotationPool = "herald.dev/ip-allocated-from-pool"
-)
-
-// handles reports whether Herald serves the Service: a LoadBalancer whose
-// class is Herald's, or unset when onlyClass is false.
-func handles(svc *corev1.Service, onlyClass bool) bool {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !svc.DeletionTimestamp.IsZero() {
-		return false
-	}
-	if svc.Spec.LoadBalancerClass == nil {
-		return !onlyClass
-	}
-	return *svc.Spec.LoadBalancerClass == ClassName
-}
-
 // serviceView is the allocator's view of a Service. nsLabels are the labels of
 // its namespace (nil when unknown).
 func serviceView(svc *corev1.Service, nsLabels map[string]string) (ipam.Service, error) {
-	key := svc.Namespace + "/" + svc.Name
-	req, err := ipam.ParseRequest(key, svc.Annotations, svc.Spec.LoadBalancerIP) //nolint:staticcheck // loadBalancerIP is deprecated but still used
+	v := specView(svc, nsLabels)
+	req, err := ipam.ParseRequest(v.Key, svc.Annotations, svc.Spec.LoadBalancerIP) //nolint:staticcheck // loadBalancerIP is deprecated but still used
 	if err != nil {
 		return ipam.Service{}, err
 	}
+	v.Request = req
+	return v, nil
+}
+
+// specView is the allocator's view without the request.
+func specView(svc *corev1.Service, nsLabels map[string]string) ipam.Service {
 	v := ipam.Service{
-		Key:                   key,
+		Key:                   svc.Namespace + "/" + svc.Name,
 		Namespace:             svc.Namespace,
 		Labels:                labels.Set(svc.Labels),
 		NamespaceLabels:       labels.Set(nsLabels),
-		Request:               req,
 		ExternalTrafficPolicy: string(svc.Spec.ExternalTrafficPolicy),
 		Selector:              labels.SelectorFromSet(svc.Spec.Selector).String(),
 	}
@@ -61,19 +46,7 @@ func serviceView(svc *corev1.Service, nsLabels map[string]string) (ipam.Service,
 	if svc.Spec.IPFamilyPolicy != nil {
 		v.IPFamilyPolicy = string(*svc.Spec.IPFamilyPolicy)
 	}
-	return v, nil
-}
-
-// statusAddrs reads the addresses in a Service's status. Hostnames and
-// malformed entries are skipped.
-func statusAddrs(svc *corev1.Service) []netip.Addr {
-	var out []netip.Addr
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if a, err := netip.ParseAddr(in.IP); err == nil {
-			out = append(out, a)
-		}
-	}
-	return out
+	return v
 }
 
 // wantedIngress is the status.loadBalancer.ingress for an assignment.
@@ -102,6 +75,36 @@ func ipMode(in corev1.LoadBalancerIngress) corev1.LoadBalancerIPMode {
 	}
 	return *in.IPMode
 }
+
+// restoreViews are the allocator views a restore uses: what the spec says
+// about sharing (ports, backends, families) and the sharing key, without the
+// request. A Service whose request annotations were edited into something
+// malformed, or given under both Herald's and MetalLB's names with different
+// values, still restores; with two different sharing keys there is one view
+// per key (Herald's first), and the restore takes the first that fits.
+func restoreViews(svc *corev1.Service, nsLabels map[string]string) []ipam.Service {
+	base := specView(svc, nsLabels)
+	keys := []string{""}
+	h := strings.TrimSpace(svc.Annotations[ipam.AnnotationAllowSharedIP])
+	m := strings.TrimSpace(svc.Annotations[ipam.AnnotationMetalLBAllowSharedIP])
+	switch {
+	case h != "" && m != "" && h != m:
+		keys = []string{h, m}
+	case h != "":
+		keys = []string{h}
+	case m != "":
+		keys = []string{m}
+	}
+	out := make([]ipam.Service, len(keys))
+	for i, k := range keys {
+		v := base
+		v.Request = ipam.Request{SharingKey: k}
+		out[i] = v
+	}
+	return out
+}
+
+func sameAddrs(a, b []netip.Addr) bool { return slices.Equal(a, b) }
 
 func addrsString(addrs []netip.Addr) string {
 	if len(addrs) == 1 {

@@ -7,11 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/ipam"
+	"github.com/herald-lb/herald/svcstatus"
 )
 
 func lbService(mut ...func(*corev1.Service)) *corev1.Service {
@@ -42,7 +42,7 @@ func TestHandles(t *testing.T) {
 		{"being deleted", lbService(func(s *corev1.Service) { s.DeletionTimestamp = &now }), false, false},
 	}
 	for _, tc := range tests {
-		if got := handles(tc.svc, tc.onlyClass); got != tc.want {
+		if got := svcstatus.Handles(tc.svc, tc.onlyClass); got != tc.want {
 			t.Errorf("%s: handles = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -100,7 +100,7 @@ func TestIngress(t *testing.T) {
 	if !ingressEqual(svc.Status.LoadBalancer.Ingress, want) {
 		t.Error("equal ingress reported different")
 	}
-	if got := statusAddrs(svc); len(got) != 2 || got[0] != asg.Addrs[0] {
+	if got := svcstatus.Addrs(svc); len(got) != 2 || got[0] != asg.Addrs[0] {
 		t.Errorf("statusAddrs = %v", got)
 	}
 	noMode := []corev1.LoadBalancerIngress{{IP: "fd00::1"}, {IP: "10.0.0.1"}}
@@ -111,56 +111,8 @@ func TestIngress(t *testing.T) {
 		t.Error("different length reported equal")
 	}
 	svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{Hostname: "lb.example"})
-	if got := statusAddrs(svc); len(got) != 2 {
+	if got := svcstatus.Addrs(svc); len(got) != 2 {
 		t.Errorf("hostnames are skipped: %v", got)
-	}
-}
-
-func poolObj(name, uid string, addrs ...string) v1beta1.IPAddressPool {
-	return v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid)}, Spec: v1beta1.IPAddressPoolSpec{Addresses: addrs}}
-}
-
-func TestParseKeepingLastGood(t *testing.T) {
-	lg := lastGood{}
-	cfg, probs, kept := parseKeepingLastGood(config.Objects{Pools: []v1beta1.IPAddressPool{poolObj("lan", "u1", "10.0.0.0/24")}}, lg)
-	if cfg.Pool("lan") == nil || len(probs) != 0 || len(kept) != 0 {
-		t.Fatalf("valid pool: cfg=%v probs=%v kept=%v", cfg.Pools, probs, kept)
-	}
-
-	// Broken edit of the same object: the last valid spec is served.
-	cfg, probs, kept = parseKeepingLastGood(config.Objects{Pools: []v1beta1.IPAddressPool{poolObj("lan", "u1", "10.0.0.0/33")}}, lg)
-	if p := cfg.Pool("lan"); p == nil || p.Ranges[0].String() != "10.0.0.0/24" || !kept["lan"] {
-		t.Fatalf("broken edit: pool=%v kept=%v", p, kept)
-	}
-	if len(probs.Errors()) != 1 || !strings.Contains(probs.Errors()[0].Message, "is not a CIDR") {
-		t.Errorf("the problem of the object as it is must be reported: %v", probs)
-	}
-
-	// A re-created object (new UID) does not inherit the old spec.
-	cfg, _, kept = parseKeepingLastGood(config.Objects{Pools: []v1beta1.IPAddressPool{poolObj("lan", "u2", "bad")}}, lg)
-	if cfg.Pool("lan") != nil || kept["lan"] {
-		t.Errorf("recreated broken pool must not be served: %v", cfg.Pools)
-	}
-
-	// Deleting the object forgets it.
-	parseKeepingLastGood(config.Objects{}, lg)
-	if len(lg) != 0 {
-		t.Errorf("last-good entries of deleted pools remain: %v", lg)
-	}
-
-	// The last valid spec yields to an older pool it would now overlap.
-	lg = lastGood{}
-	newer := func(addrs ...string) v1beta1.IPAddressPool {
-		p := poolObj("b", "u3", addrs...)
-		p.CreationTimestamp = metav1.Now()
-		return p
-	}
-	parseKeepingLastGood(config.Objects{Pools: []v1beta1.IPAddressPool{newer("10.1.0.0/24")}}, lg)
-	older := poolObj("a", "u4", "10.1.0.0/16")
-	older.CreationTimestamp = metav1.NewTime(metav1.Now().Add(-3600e9))
-	cfg, _, kept = parseKeepingLastGood(config.Objects{Pools: []v1beta1.IPAddressPool{older, newer("junk")}}, lg)
-	if cfg.Pool("b") != nil || kept["b"] || cfg.Pool("a") == nil {
-		t.Errorf("overlapping last-good pool: pools=%v kept=%v", cfg.Pools, kept)
 	}
 }
 
@@ -168,28 +120,49 @@ func TestValidCondition(t *testing.T) {
 	e := config.Problem{Severity: config.Error, Kind: "IPAddressPool", Name: "p", Field: "spec.addresses[0]", Message: "bad"}
 	w := config.Problem{Severity: config.Warning, Kind: "IPAddressPool", Name: "p", Field: "spec.x", Message: "hmm"}
 	tests := []struct {
-		probs              config.Problems
-		kept               bool
+		st                 config.ObjectState
 		status             metav1.ConditionStatus
 		reason, msgContain string
 	}{
-		{nil, false, metav1.ConditionTrue, ReasonValid, "in use"},
-		{config.Problems{w}, false, metav1.ConditionTrue, ReasonValidWithWarnings, "spec.x: hmm"},
-		{config.Problems{e, w}, false, metav1.ConditionFalse, ReasonInvalid, "spec.addresses[0]: bad"},
-		{config.Problems{e}, true, metav1.ConditionFalse, ReasonInvalidLastGoodKept, "still serving the last valid spec"},
+		{config.ObjectState{Serving: config.ServingCurrent}, metav1.ConditionTrue, ReasonValid, "in use"},
+		{config.ObjectState{Serving: config.ServingCurrent, Problems: config.Problems{w}}, metav1.ConditionTrue, ReasonValidWithWarnings, "spec.x: hmm"},
+		{config.ObjectState{Serving: config.ServingNone, Problems: config.Problems{e}}, metav1.ConditionFalse, ReasonInvalid, "spec.addresses[0]: bad; not in use"},
+		{config.ObjectState{Serving: config.ServingLastValid, Problems: config.Problems{e}}, metav1.ConditionFalse, ReasonInvalidLastGoodKept, "still serving the last valid spec (generation 3)"},
 	}
 	for _, tc := range tests {
-		c := validCondition(tc.probs, tc.kept, 7)
+		c := validCondition(tc.st, 3, 7)
 		if c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.msgContain) || c.ObservedGeneration != 7 || c.Type != v1beta1.ConditionValid {
-			t.Errorf("validCondition(%v, %v) = %+v", tc.probs, tc.kept, c)
+			t.Errorf("validCondition(%+v) = %+v", tc.st, c)
 		}
 	}
 	var conds []metav1.Condition
-	c := validCondition(nil, false, 1)
+	c := validCondition(config.ObjectState{Serving: config.ServingCurrent}, 0, 1)
 	if !setCondition(&conds, c) || setCondition(&conds, c) {
 		t.Error("setCondition must report a change once")
 	}
-	if !setCondition(&conds, validCondition(config.Problems{e}, false, 1)) || len(conds) != 1 {
+	if !setCondition(&conds, validCondition(config.ObjectState{Problems: config.Problems{e}}, 0, 1)) || len(conds) != 1 {
 		t.Errorf("a new status must replace the condition: %+v", conds)
+	}
+}
+
+func TestRestoreViewsIgnoreTheRequest(t *testing.T) {
+	svc := lbService(func(s *corev1.Service) {
+		s.Annotations = map[string]string{
+			ipam.AnnotationLoadBalancerIPs: "garbage", ipam.AnnotationMetalLBLoadBalancerIPs: "10.0.0.9",
+			ipam.AnnotationAllowSharedIP: "new", ipam.AnnotationMetalLBAllowSharedIP: "old",
+		}
+		s.Spec.Ports = []corev1.ServicePort{{Port: 53, Protocol: corev1.ProtocolUDP}}
+	})
+	if _, err := serviceView(svc, nil); err == nil {
+		t.Fatal("the request view must refuse the malformed annotations")
+	}
+	views := restoreViews(svc, nil)
+	if len(views) != 2 || views[0].Request.SharingKey != "new" || views[1].Request.SharingKey != "old" {
+		t.Fatalf("restore views = %+v, want one per sharing key, Herald's first", views)
+	}
+	for _, v := range views {
+		if len(v.Request.Addrs) != 0 || v.Request.Pool != "" || len(v.Ports) != 1 || v.Ports[0].Port != 53 {
+			t.Errorf("restore view %+v must carry the ports and no request", v)
+		}
 	}
 }

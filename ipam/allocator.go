@@ -71,13 +71,14 @@ func (a *Allocator) Assign(svc Service) (Assignment, error) {
 			h.orderBy(w)
 			return h.assignment(), nil
 		}
+		f, old := a.frees, h.addrs
 		a.detach(h)
 		asg, err := a.assignNew(&svc, w, share, h)
 		if err != nil {
 			a.insert(h)
-			return Assignment{}, err
 		}
-		return asg, nil
+		a.settleFrees(f, old)
+		return asg, err
 	}
 	return a.assignNew(&svc, w, share, nil)
 }
@@ -95,6 +96,19 @@ func unmapAll(list []netip.Addr) []netip.Addr {
 		}
 	}
 	return list
+}
+
+// settleFrees sets the free counter back to f when none of old (the
+// addresses a Service held before an operation detached it) ended free: an
+// Assign that failed and kept the old assignment, or one that kept the same
+// addresses, freed nothing.
+func (a *Allocator) settleFrees(f uint64, old [2]netip.Addr) {
+	for _, ad := range old {
+		if ad.IsValid() && a.addrs.get(ad) == nil {
+			return
+		}
+	}
+	a.frees = f
 }
 
 // Release forgets the assignment of the Service key; unknown keys are

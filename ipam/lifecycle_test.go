@@ -557,6 +557,8 @@ func TestFrees(t *testing.T) {
 	step("release unknown", false, func() { a.Release("ns/zzz") })
 	// A Service that moves to another requested address frees its old one.
 	step("move", true, func() { mustAssign(t, a, svc("ns/b", ips("10.0.0.1"))) })
+	// A refused change keeps the old assignment: nothing was freed.
+	step("refused move", false, func() { _, _ = a.Assign(svc("ns/b", ips("10.0.0.7"))) })
 	step("unchanged pools", false, func() { a.SetPools([]*config.Pool{pool("lan", "10.0.0.1-10.0.0.2")}) })
 	step("grown pool", true, func() { a.SetPools([]*config.Pool{pool("lan", "10.0.0.1-10.0.0.3")}) })
 	// Sharing: the address returns only when its last holder goes.

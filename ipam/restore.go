@@ -20,7 +20,9 @@ func (a *Allocator) Restore(svc Service, pool string, addrs []netip.Addr) error 
 	share := newShareInfo(&svc)
 	old := a.svcs[svc.Key]
 	if old != nil {
+		f, held := a.frees, old.addrs
 		a.detach(old)
+		defer a.settleFrees(f, held)
 	}
 	h, err := a.restoreHolder(&svc, pool, addrs, share)
 	if err != nil {

@@ -21,8 +21,8 @@ func runController(args []string, _, stderr io.Writer) int {
 	fs := flag.NewFlagSet("herald controller", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
-	qps := fs.Float64("kube-api-qps", 100, "queries per second to the API server")
-	burst := fs.Int("kube-api-burst", 200, "burst of queries to the API server")
+	qps := fs.Float64("kube-api-qps", float64(o.KubeAPIQPS), "queries per second to the API server")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst of queries to the API server")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	ns := o.Namespace
 	if env := os.Getenv("POD_NAMESPACE"); env != "" {
@@ -50,7 +50,7 @@ func runController(args []string, _, stderr io.Writer) int {
 		log.Error("cannot load kubeconfig", "error", err)
 		return 1
 	}
-	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	o.KubeAPIQPS = float32(*qps)
 	cfg.UserAgent = "herald-controller/" + version
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

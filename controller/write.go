@@ -1,0 +1,173 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/svcstatus"
+)
+
+// apply writes a plan on the Service: one status write (addresses and
+// Herald's condition) when anything changed, with optimistic locking so that
+// a plan made from a stale copy never overwrites a newer status. It runs
+// without mu, from the Service's own worker. Events and the error metric
+// follow a successful write, so each says something once: a waiting Service
+// gets one Warning per change of reason, and a restart with nothing changed
+// writes and says nothing.
+func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, p plan) error {
+	switch {
+	case p.none:
+		return nil
+	case p.clear && p.failure == nil:
+		return r.releaseStatus(ctx, svc)
+	}
+	nn := client.ObjectKeyFromObject(svc)
+	// A copy: the condition in svc is updated in place below.
+	var oldCond *metav1.Condition
+	if c := svcstatus.Condition(svc); c != nil {
+		cc := *c
+		oldCond = &cc
+	}
+	oldAddrs := svcstatus.Addrs(svc)
+	if err := r.writePoolAnnotation(ctx, svc, p); err != nil {
+		return err
+	}
+	cond := wantCondition(svc, p)
+	ingress := wantedIngress(p.asg)
+	if p.clear {
+		ingress = nil
+	}
+	if !ingressEqual(svc.Status.LoadBalancer.Ingress, ingress) || !conditionEqual(oldCond, &cond) {
+		patch := client.MergeFromWithOptions(svc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		svc.Status.LoadBalancer.Ingress = ingress
+		meta.SetStatusCondition(&svc.Status.Conditions, cond)
+		r.metrics.writes.WithLabelValues("service-status").Inc()
+		if err := r.client.Status().Patch(ctx, svc, patch); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if apierrors.IsConflict(err) {
+				return err
+			}
+			return fmt.Errorf("service %s: writing status: %w", nn, err)
+		}
+	}
+
+	newAddrs := svcstatus.Addrs(svc)
+	switch {
+	case p.asg.NodeAddresses && (oldCond == nil || oldCond.Reason != svcstatus.ReasonNodeAddressPool) && p.failure == nil:
+		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventNodeAddresses, "Allocate",
+			"placed in node-address pool %q; its addresses are the nodes' own", p.asg.Pool)
+		r.log.Info("assigned", "service", nn, "pool", p.asg.Pool, "nodeAddresses", true)
+	case len(newAddrs) > 0 && !sameAddrs(oldAddrs, newAddrs):
+		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventAllocated, "Allocate",
+			"assigned %s from pool %q", addrsString(newAddrs), p.asg.Pool)
+		r.log.Info("assigned", "service", nn, "pool", p.asg.Pool, "addresses", newAddrs)
+	case len(newAddrs) == 0 && len(oldAddrs) > 0:
+		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventReleased, "Release", "released %s", addrsString(oldAddrs))
+	}
+	if p.failure != nil && (oldCond == nil || oldCond.Reason != cond.Reason || oldCond.Message != cond.Message) {
+		reason := string(reasonOf(p.failure))
+		r.metrics.errors.WithLabelValues(reason).Inc()
+		r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", failureText(p.failure))
+		r.log.Info("cannot assign an address", "service", nn, "reason", reason, "error", p.failure)
+	}
+	return nil
+}
+
+// writePoolAnnotation records the pool of a node-address assignment (it has
+// no address of its own in status), and removes the annotation that older
+// versions wrote for address pools.
+func (r *Reconciler) writePoolAnnotation(ctx context.Context, svc *corev1.Service, p plan) error {
+	want := ""
+	if p.asg.NodeAddresses && !p.clear {
+		want = p.asg.Pool
+	}
+	cur, has := svc.Annotations[AnnotationPool]
+	if (want == "" && !has) || (want != "" && cur == want) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(svc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if want == "" {
+		delete(svc.Annotations, AnnotationPool)
+	} else {
+		if svc.Annotations == nil {
+			svc.Annotations = map[string]string{}
+		}
+		svc.Annotations[AnnotationPool] = want
+	}
+	r.metrics.writes.WithLabelValues("service-annotation").Inc()
+	if err := r.client.Patch(ctx, svc, patch); err != nil && !apierrors.IsNotFound(err) {
+		if apierrors.IsConflict(err) {
+			return err
+		}
+		return fmt.Errorf("service %s: recording pool: %w", client.ObjectKeyFromObject(svc), err)
+	}
+	return nil
+}
+
+// releaseStatus removes what Herald wrote on a Service it no longer serves (no
+// longer a LoadBalancer, another class, or --only-class). A status Herald
+// did not write is left alone.
+func (r *Reconciler) releaseStatus(ctx context.Context, svc *corev1.Service) error {
+	if !svcstatus.Ours(svc) {
+		return nil
+	}
+	nn := client.ObjectKeyFromObject(svc)
+	old := svcstatus.Addrs(svc)
+	if len(svc.Status.LoadBalancer.Ingress) > 0 || svcstatus.Condition(svc) != nil {
+		patch := client.MergeFromWithOptions(svc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		svc.Status.LoadBalancer.Ingress = nil
+		meta.RemoveStatusCondition(&svc.Status.Conditions, svcstatus.ConditionType)
+		r.metrics.writes.WithLabelValues("service-status").Inc()
+		if err := r.client.Status().Patch(ctx, svc, patch); err != nil && !apierrors.IsNotFound(err) {
+			if apierrors.IsConflict(err) {
+				return err
+			}
+			return fmt.Errorf("service %s: clearing status: %w", nn, err)
+		}
+	}
+	if err := r.writePoolAnnotation(ctx, svc, plan{clear: true}); err != nil {
+		return err
+	}
+	if len(old) > 0 {
+		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventReleased, "Release", "released %s", addrsString(old))
+	}
+	return nil
+}
+
+// wantCondition is Herald's condition for a plan.
+func wantCondition(svc *corev1.Service, p plan) metav1.Condition {
+	c := metav1.Condition{Type: svcstatus.ConditionType, ObservedGeneration: svc.Generation}
+	held := ""
+	switch {
+	case p.clear:
+	case p.asg.NodeAddresses:
+		held = fmt.Sprintf("node-address pool %q", p.asg.Pool)
+	default:
+		held = fmt.Sprintf("%s from pool %q", addrsString(p.asg.Addrs), p.asg.Pool)
+	}
+	switch {
+	case p.failure != nil && held == "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, string(reasonOf(p.failure)), failureText(p.failure)
+	case p.failure != nil:
+		c.Status, c.Reason = metav1.ConditionTrue, string(reasonOf(p.failure))
+		c.Message = "keeping " + held + "; the current request is refused: " + failureText(p.failure)
+	case p.asg.NodeAddresses:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, svcstatus.ReasonNodeAddressPool, held
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, svcstatus.ReasonAllocated, held
+	}
+	return c
+}
+
+func conditionEqual(old, c *metav1.Condition) bool {
+	return old != nil && old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message &&
+		old.ObservedGeneration == c.ObservedGeneration
+}
