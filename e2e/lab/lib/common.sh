@@ -19,24 +19,122 @@ K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy k
 APT_PACKAGES=(containerd runc containernetworking-plugins iptables nftables gobgpd frr arping ndisc6
 	tcpdump openssl conntrack iproute2 iputils-ping util-linux procps curl socat ca-certificates)
 
-_t0=$(date +%s)
+_t0=${LAB_T0:-$(date +%s)}
+export LAB_T0=$_t0 # lab commands started by a lab command keep counting from the first one's start
 log() { printf '[%4ss] %s\n' "$(($(date +%s) - _t0))" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+die() {
+	trap - ERR # the message says it
+	log "ERROR: $*"
+	exit 1
+}
 
 # have_all DIR NAME...: every NAME is an executable in DIR.
 have_all() {
-	local dir=$1 b; shift
+	local dir=$1 b
+	shift
 	for b in "$@"; do [ -x "$dir/$b" ] || return 1; done
 }
 
-# phase NAME CMD...: run a step and print how long it took.
+# ---- Running steps so that a failing command fails the command ----
+#
+# The lab's scripts run under `set -eEuo pipefail`: a command that fails ends the script. But bash switches that
+# off for everything that runs as a condition — `f || ...`, `f && ...`, `if f`, `while f`, `until f`, `! f` —
+# functions and subshells included, and no `set -e` inside can switch it back on. `phase step || return 1` thus
+# ran the whole step with errexit off: a failed `ip` or `openssl` inside was ignored and the step reported
+# "done". So: steps are never run as conditions. `phase` runs a step in the current shell (its variables
+# stay set) and a failure inside ends the script; `try_phase` runs a step whose failure the caller handles, in
+# a subshell where errexit holds, and leaves its status in PHASE_STATUS. Both refuse to run where bash would
+# ignore errexit.
+
+# lab_strict: the shell options and traps every lab entry point runs with.
+lab_strict() {
+	set -eEuo pipefail
+	shopt -s inherit_errexit
+	_lab_err_trap_on
+	trap _lab_exit_trap EXIT
+}
+
+# The ERR trap names the command that failed (set -E passes it on to functions and subshells).
+_lab_err_trap_on() {
+	trap 'log "FAILED (status $?): $BASH_COMMAND  [${BASH_SOURCE[0]##*/}:$LINENO in ${FUNCNAME[0]:-main}]"' ERR
+}
+
+_LAB_PHASES=()     # the phases being run, outermost first
+_LAB_ON_FAILURE="" # what to say when the script fails (on_failure)
+
+_lab_exit_trap() {
+	local rc=$?
+	trap - ERR
+	if [ "$rc" != 0 ]; then
+		if [ ${#_LAB_PHASES[@]} -gt 0 ]; then log "<== FAILED: ${_LAB_PHASES[*]}"; fi
+		if [ -n "$_LAB_ON_FAILURE" ]; then log "ERROR: $_LAB_ON_FAILURE"; fi
+	fi
+	return 0 # the script's exit status stays $rc
+}
+
+# on_failure MESSAGE: say MESSAGE if the script ends with a failure from now on.
+on_failure() { _LAB_ON_FAILURE=$1; }
+
+# require_errexit WHAT: die unless a failing command here would end the script, i.e. unless the caller runs WHAT
+# plainly and not as a condition (see above). Must itself be called plainly.
+require_errexit() {
+	local rc
+	case $- in *e*) ;; *) die "$1: errexit is off (set -e)" ;; esac
+	trap - ERR
+	set +e
+	(
+		set -e
+		false
+		exit 0
+	)
+	rc=$?
+	set -e
+	_lab_err_trap_on
+	[ "$rc" != 0 ] || die "$1: run as a condition (if/while/until, left of || or &&, after !), where bash ignores errors inside; run it plainly (or with try_phase)"
+}
+
+_elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+
+# phase NAME CMD...: run a step in the current shell and print how long it took. A command that fails inside the
+# step ends the script (the exit trap names the phase). Call it plainly, never as a condition.
 phase() {
-	local name=$1 s e; shift
+	local name=$1 s
+	shift
+	require_errexit "phase \"$name\""
 	s=$(date +%s.%N)
 	log "==> $name"
-	"$@" || return $?
-	e=$(date +%s.%N)
-	log "<== $name done in $(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.1f", b-a}')s"
+	_LAB_PHASES+=("$name")
+	"$@"
+	unset '_LAB_PHASES[-1]'
+	log "<== $name done in $(_elapsed "$s")s"
+}
+
+# try_phase NAME CMD...: run a step whose failure the caller deals with; PHASE_STATUS is its exit status. The step
+# runs in a subshell with errexit in force (the first failing command ends the step), so it cannot set the
+# caller's variables. Call it plainly (try_phase ...; if [ "$PHASE_STATUS" = 0 ] ...), never as a condition.
+PHASE_STATUS=0
+try_phase() {
+	local name=$1 s
+	shift
+	require_errexit "try_phase \"$name\""
+	s=$(date +%s.%N)
+	log "==> $name"
+	# The subshell's failure is reported here, not by the ERR trap as if it ended the script.
+	trap - ERR
+	set +e
+	(
+		set -e
+		_lab_err_trap_on
+		"$@"
+	)
+	PHASE_STATUS=$?
+	set -e
+	_lab_err_trap_on
+	if [ "$PHASE_STATUS" = 0 ]; then
+		log "<== $name done in $(_elapsed "$s")s"
+	else
+		log "<== $name FAILED (status $PHASE_STATUS) after $(_elapsed "$s")s"
+	fi
 }
 
 # ---- Lab topology and settings (everything the lab makes is named with $P) ----
@@ -145,7 +243,8 @@ wait_for() {
 
 # stop_daemons TIMEOUT NAME...: like stop_daemon for several daemons at once (SIGTERM all, then wait).
 stop_daemons() {
-	local t=$1 name; shift
+	local t=$1 name
+	shift
 	for name in "$@"; do
 		if [ -f "$PIDS/$name.pid" ]; then kill -TERM "$(cat "$PIDS/$name.pid")" 2>/dev/null || true; fi
 	done
