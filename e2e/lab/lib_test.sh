@@ -4,6 +4,7 @@
 #  - a command that fails inside a step fails the command (lab up), also when a caller runs the step the way the
 #    lab used to (`phase STEP || return 1`, where bash ignores errexit inside STEP);
 #  - try_phase reports a failed step and lets the caller go on; phase keeps the variables a step sets;
+#  - a daemon is stopped by PID only while the PID is still the process the lab started.
 # LAB_LIB=DIR tests the library in DIR instead (e.g. an older version of e2e/lab/lib).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -103,6 +104,37 @@ if [ "$status" != 0 ] || ! grep -q "STEP_VAR=set" "$WORK/out" || ! grep -q "STEP
 	sed 's/^/      /' "$WORK/out"
 else
 	pass "phase keeps a step's variables; try_phase stops a failed step and reports it"
+fi
+
+# 5. Daemons: the lab stops what it started, and never a process that took the PID of a pid file.
+run_lab '
+start_daemon sleeper sleep 300
+pid=$(daemon_pid sleeper)
+read -r p st boot <"$PIDS/sleeper.pid"
+[ "$p" = "$pid" ] && [ -n "$st" ] && [ "$boot" = "$(boot_id)" ] || { echo "BAD PID FILE: $(cat "$PIDS/sleeper.pid")"; exit 1; }
+stop_daemon sleeper 5
+if kill -0 "$pid" 2>/dev/null && same_process "$pid" "$st"; then echo "SLEEPER STILL RUNS"; exit 1; fi
+[ ! -e "$PIDS/sleeper.pid" ] || { echo "PID FILE LEFT"; exit 1; }
+
+# An unrelated process, and pid files that name its PID: one from before the PID was reused (other start
+# time), one of an older lab (PID only), one from before a reboot (other boot id).
+sleep 300 &
+other=$!
+st=$(proc_start "$other")
+echo "$other $((st - 1)) $(boot_id)" >"$PIDS/reused.pid"
+echo "$other" >"$PIDS/legacy.pid"
+echo "$other $st 00000000-0000-0000-0000-000000000000" >"$PIDS/rebooted.pid"
+for n in reused legacy rebooted; do
+	if pid_alive "$n"; then echo "PID_ALIVE TRUSTS $n"; fi
+	stop_daemon "$n" 1
+	stop_daemons 1 "$n"
+done
+if kill -0 "$other" 2>/dev/null; then echo "UNRELATED PROCESS SURVIVED"; kill "$other"; else echo "UNRELATED PROCESS KILLED"; fi'
+if [ "$status" != 0 ] || ! grep -q "UNRELATED PROCESS SURVIVED" "$WORK/out" || grep -q "PID_ALIVE TRUSTS" "$WORK/out"; then
+	fail "daemon identity (status $status):"
+	sed 's/^/      /' "$WORK/out"
+else
+	pass "stop_daemon stops its daemon and leaves a process with a stale pid file's PID alone"
 fi
 
 # 6. No step is run as a condition anywhere in the lab's scripts (the run-time guard only sees the paths a run

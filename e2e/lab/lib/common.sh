@@ -202,30 +202,74 @@ in_ns() { local ns=$1; shift; nsenter --net="/var/run/netns/$ns" -- "$@"; }
 
 kubectl_lab() { "$K8S_BIN/kubectl" --kubeconfig "$LAB_STATE/admin.kubeconfig" "$@"; }
 
-# start_daemon NAME CMD...: start CMD detached (own session), log to $LOGS/NAME.log, record its PID.
-# CMD must exec down to the daemon (nsenter/unshare/sh -c 'exec ...') so that the PID is the daemon's.
-start_daemon() {
-	local name=$1; shift
-	mkdir -p "$PIDS" "$LOGS"
-	setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
-	echo $! >"$PIDS/$name.pid"
+# ---- Daemons, recorded by identity ----
+#
+# A pid file holds "PID START BOOT": the PID, the process's start time (clock ticks after boot, field 22 of
+# /proc/PID/stat, which an exec keeps) and the kernel's boot id. The lab signals a PID only while all three still
+# match: a stale pid file (the daemon died, the machine rebooted, the PID went to another process) never makes it
+# kill anything else. Pid files without a start time (older labs) are not trusted; `lab down` finds those
+# daemons by their network namespace or the state dir on their command line.
+
+boot_id() { cat /proc/sys/kernel/random/boot_id; }
+
+# proc_start PID: the start time of the live (not zombie) process PID; fails if there is none.
+proc_start() {
+	local stat f
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	# comm (field 2) may hold spaces and parentheses: split after its closing parenthesis (field 3 = f[0]).
+	read -ra f <<<"${stat##*) }"
+	[ "${f[0]}" != Z ] && [ -n "${f[19]:-}" ] || return 1
+	echo "${f[19]}"
 }
 
-pid_alive() { [ -f "$PIDS/$1.pid" ] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
+# same_process PID START: PID is still the process that started at START.
+same_process() {
+	local st
+	st=$(proc_start "$1") || return 1
+	[ "$st" = "$2" ]
+}
 
-# stop_daemon NAME [TIMEOUT]: SIGTERM the recorded PID, SIGKILL after TIMEOUT seconds (default 10).
+# start_daemon NAME CMD...: start CMD detached (own session), log to $LOGS/NAME.log, record its identity.
+# CMD must exec down to the daemon (nsenter/unshare/sh -c 'exec ...') so that the PID is the daemon's.
+start_daemon() {
+	local name=$1 pid st
+	shift
+	mkdir -p "$PIDS" "$LOGS"
+	setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
+	pid=$!
+	# The child has not been waited for, so its /proc entry is there even if it already exited.
+	st=$(proc_start "$pid") || st=exited
+	echo "$pid $st $(boot_id)" >"$PIDS/$name.pid"
+}
+
+# daemon_pid NAME: print the PID of daemon NAME if the process the lab recorded still runs; fail otherwise.
+daemon_pid() {
+	local f=$PIDS/$1.pid pid="" st="" boot=""
+	[ -f "$f" ] || return 1
+	read -r pid st boot <"$f" || true
+	[ -n "$pid" ] && [ -n "$st" ] && [ "$boot" = "$(boot_id)" ] || return 1
+	same_process "$pid" "$st" || return 1
+	echo "$pid"
+}
+
+pid_alive() { daemon_pid "$1" >/dev/null; }
+
+# stop_daemon NAME [TIMEOUT]: SIGTERM the recorded process, SIGKILL after TIMEOUT seconds (default 10); only
+# while it is the process the lab started (see above).
 stop_daemon() {
-	local name=$1 t=${2:-10} pid i
+	local name=$1 t=${2:-10} pid st i
 	[ -f "$PIDS/$name.pid" ] || return 0
-	pid=$(cat "$PIDS/$name.pid")
-	if kill -0 "$pid" 2>/dev/null; then
+	if pid=$(daemon_pid "$name"); then
+		read -r _ st _ <"$PIDS/$name.pid"
 		kill -TERM "$pid" 2>/dev/null || true
-		for ((i = 0; i < t * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-		if kill -0 "$pid" 2>/dev/null; then
+		for ((i = 0; i < t * 10; i++)); do same_process "$pid" "$st" || break; sleep 0.1; done
+		if same_process "$pid" "$st"; then
 			log "  $name ($pid) did not stop in ${t}s: SIGKILL"
 			kill -KILL "$pid" 2>/dev/null || true
-			for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+			for ((i = 0; i < 50; i++)); do same_process "$pid" "$st" || break; sleep 0.1; done
 		fi
+	elif [ "${LAB_DEBUG:-}" = 1 ]; then
+		log "  $name: the recorded process no longer runs (pid file: $(cat "$PIDS/$name.pid")): nothing to stop"
 	fi
 	rm -f "$PIDS/$name.pid"
 	[ "${LAB_DEBUG:-}" != 1 ] || log "  stopped $name"
@@ -245,8 +289,9 @@ wait_for() {
 stop_daemons() {
 	local t=$1 name
 	shift
+	local pid
 	for name in "$@"; do
-		if [ -f "$PIDS/$name.pid" ]; then kill -TERM "$(cat "$PIDS/$name.pid")" 2>/dev/null || true; fi
+		if pid=$(daemon_pid "$name"); then kill -TERM "$pid" 2>/dev/null || true; fi
 	done
 	for name in "$@"; do stop_daemon "$name" "$t"; done
 }

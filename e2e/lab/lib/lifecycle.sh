@@ -149,6 +149,21 @@ lab_leftover_pids() {
 	} | { grep -vx -e "$$" -e "${BASHPID:-$$}" || true; } | sort -un
 }
 
+# kill_leftovers: SIGKILL the processes left in the lab (lab_leftover_pids), each identified by its PID and start
+# time when it was found, so that a PID that went to another process in between is not killed.
+kill_leftovers() {
+	local pid st found=()
+	for pid in $(lab_leftover_pids); do
+		if st=$(proc_start "$pid"); then found+=("$pid:$st"); fi
+	done
+	[ ${#found[@]} -gt 0 ] || return 0
+	log "killing leftover processes in the lab: ${found[*]%%:*}"
+	for pid in "${found[@]}"; do
+		if same_process "${pid%%:*}" "${pid#*:}"; then kill -KILL "${pid%%:*}" 2>/dev/null || true; fi
+	done
+	sleep 0.5
+}
+
 lab_mounts() { findmnt -rn -o TARGET | grep -e "^$LAB_STATE/" -e "^$LAB_STATE\$" -e "^/run/netns/$P" -e "^/var/run/netns/$P" || true; }
 
 no_running_tasks() {
@@ -198,13 +213,7 @@ cmd_down() {
 		for p in "$PIDS"/*.pid; do [ -e "$p" ] && stop_daemon "$(basename "$p" .pid)" 5; done
 	fi
 	log "looking for leftover processes"
-	p=$(lab_leftover_pids | tr '\n' ' ')
-	if [ -n "${p// /}" ]; then
-		log "killing leftover processes in the lab: $p"
-		# shellcheck disable=SC2086 # a list of PIDs
-		kill -KILL $p 2>/dev/null || true
-		sleep 0.5
-	fi
+	kill_leftovers
 	log "unmounting $(lab_mounts | wc -l) mounts"
 	for p in $(lab_mounts | awk '{print length, $0}' | sort -rn | cut -d' ' -f2-); do
 		umount "$p" 2>/dev/null || umount -l "$p" 2>/dev/null || log "cannot unmount $p"
@@ -240,7 +249,7 @@ lab_leftovers_report() {
 }
 
 cmd_status() {
-	local f name state
+	local f name state pid
 	if [ ! -d "$PIDS" ]; then
 		echo "lab is down"
 		return 0
@@ -249,7 +258,7 @@ cmd_status() {
 	for f in "$PIDS"/*.pid; do
 		[ -e "$f" ] || continue
 		name=$(basename "$f" .pid)
-		if pid_alive "$name"; then state="running (pid $(cat "$f"))"; else state="DEAD"; fi
+		if pid=$(daemon_pid "$name"); then state="running (pid $pid)"; else state="DEAD"; fi
 		printf '  %-32s %s\n' "$name" "$state"
 	done
 	echo "namespaces: $(lab_netns | tr '\n' ' ')"
