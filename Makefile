@@ -21,7 +21,11 @@ STATICCHECK := $(HERALD_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticch
 
 GENERATED := config/v1beta1/zz_generated.deepcopy.go config/crd
 
-.PHONY: all build test integration bench-controller e2e demo lab-install lab-up lab-down lab-status lint generate verify-generated bench fuzz tools kube-bin clean
+# shellcheck comes from Debian (install.sh lint installs it when missing).
+SHELLCHECK ?= shellcheck
+SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/lib_test.sh $(wildcard e2e/lab/lib/*.sh)
+
+.PHONY: all build test integration bench-controller e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -63,12 +67,17 @@ lab-down:
 lab-status:
 	./e2e/lab/lab status
 
-## lint: gofmt, go vet, staticcheck, and generated files up to date
-lint: verify-generated $(STATICCHECK)
+## lint: gofmt, go vet, staticcheck, generated files up to date, shellcheck and the lab library's tests
+lint: verify-generated lint-shell $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags e2e,integration ./...
 	$(STATICCHECK) -tags e2e,integration ./...
+
+## lint-shell: shellcheck the scripts, and test the lab library (a failing command fails a step; PID checks)
+lint-shell: shellcheck
+	$(SHELLCHECK) -x -P SCRIPTDIR $(SHELL_SCRIPTS)
+	./e2e/lab/lib_test.sh
 
 ## generate: deepcopy functions and CRD manifests from config/v1beta1
 generate: $(CONTROLLER_GEN)
@@ -90,7 +99,11 @@ FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz Fuzz -fuzztime $(FUZZTIME) ./ipam/
 
-tools: $(CONTROLLER_GEN) $(STATICCHECK)
+tools: $(CONTROLLER_GEN) $(STATICCHECK) shellcheck
+
+## shellcheck: install shellcheck (a Debian package) if it is missing
+shellcheck:
+	@command -v $(SHELLCHECK) >/dev/null || ./e2e/lab/install.sh lint
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

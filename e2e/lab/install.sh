@@ -4,7 +4,8 @@
 #   k8s   kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubelet, kubectl
 #   etcd  etcd server
 #   helm  helm
-# Usage: install.sh [apt] [k8s] [etcd] [helm]     (no argument: all of them)
+#   lint  Debian packages `make lint` needs (shellcheck); not part of the default set
+# Usage: install.sh [apt] [k8s] [etcd] [helm] [lint]     (no argument: apt k8s etcd helm)
 # Binaries are cached outside the checkout in versioned directories under $HERALD_CACHE
 # (default ${XDG_CACHE_HOME:-$HOME/.cache}/herald); a step whose output exists does nothing.
 set -euo pipefail
@@ -141,10 +142,11 @@ main() {
 	for s in "${steps[@]}"; do
 		case $s in
 		apt) phase "install Debian packages" install_apt "${APT_PACKAGES[@]}" ;;
+		lint) phase "install lint tools (Debian packages)" install_apt "${LINT_APT_PACKAGES[@]}" ;;
 		k8s) phase "build Kubernetes $K8S_VERSION" build_k8s ;;
 		etcd) phase "build etcd $ETCD_VERSION" build_etcd ;;
 		helm) phase "build helm $HELM_VERSION" build_helm ;;
-		*) die "unknown step $s (want apt, k8s, etcd, helm)" ;;
+		*) die "unknown step $s (want apt, k8s, etcd, helm, lint)" ;;
 		esac
 	done
 	log "install: done"

@@ -18,6 +18,8 @@ K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy k
 # Debian packages the lab needs.
 APT_PACKAGES=(containerd runc containernetworking-plugins iptables nftables gobgpd frr arping ndisc6
 	tcpdump openssl conntrack iproute2 iputils-ping util-linux procps curl socat ca-certificates)
+# Debian packages `make lint` needs (install.sh lint).
+LINT_APT_PACKAGES=(shellcheck)
 
 _t0=${LAB_T0:-$(date +%s)}
 export LAB_T0=$_t0 # lab commands started by a lab command keep counting from the first one's start
