@@ -32,14 +32,16 @@ herald_install() {
 		[ "$PHASE_STATUS" = 0 ] || return 0
 		HERALD_INSTALLED_BY="minimal manifest e2e/lab/manifests/herald-controller.yaml (no Helm chart yet)"
 	fi
-	try_phase "apply the demo's pools" kubectl_lab apply -f "$LAB_DIR/manifests/demo-pools.yaml"
+	try_phase "apply the demo's pools" demo_manifest demo-pools.yaml
 	if [ "$PHASE_STATUS" != 0 ]; then
 		HERALD_INSTALLED_BY=""
 		return 0
 	fi
-	try_phase "apply the demo's advertisements and BGP peers" kubectl_lab apply -f "$LAB_DIR/manifests/demo-advertisements.yaml"
+	try_phase "apply the demo's advertisements and BGP peers" demo_manifest demo-advertisements.yaml
 	[ "$PHASE_STATUS" = 0 ] || log "the demo's L2Advertisement/BGPAdvertisement/BGPPeers were refused (see above)"
 }
+
+demo_manifest() { kubectl_lab apply -f "$LAB_DIR/manifests/$1" >/dev/null; }
 
 # HERALD_HELM_ARGS adds helm arguments (e.g. --set for values the chart names differently).
 helm_install() {
