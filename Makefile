@@ -19,9 +19,14 @@ CONTROLLER_GEN := $(HERALD_CACHE)/tools/controller-gen-$(CONTROLLER_GEN_VERSION)
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(HERALD_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
-GENERATED := config/v1beta1/zz_generated.deepcopy.go config/crd
+# shellcheck comes from Debian (install.sh lint installs it when missing).
+SHELLCHECK ?= shellcheck
+SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/lib_test.sh $(wildcard e2e/lab/lib/*.sh)
 
-.PHONY: all build test integration bench-controller e2e demo lab-install lab-up lab-down lab-status lint generate verify-generated bench fuzz tools kube-bin clean
+# controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
+CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
+
+.PHONY: all build test integration bench-controller e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -63,23 +68,33 @@ lab-down:
 lab-status:
 	./e2e/lab/lab status
 
-## lint: gofmt, go vet, staticcheck, and generated files up to date
-lint: verify-generated $(STATICCHECK)
+## lint: gofmt, go vet, staticcheck, the tools-tag build, generated files current, shellcheck and the lab
+## library's tests. It changes nothing in the working tree.
+lint: verify-generated lint-shell $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags e2e,integration ./...
 	$(STATICCHECK) -tags e2e,integration ./...
+	$(GO) build -tags tools -o /dev/null ./cmd/herald
+
+## lint-shell: shellcheck the scripts, and test the lab library (a failing command fails a step; PID checks)
+lint-shell: shellcheck
+	$(SHELLCHECK) -x -P SCRIPTDIR $(SHELL_SCRIPTS)
+	./e2e/lab/lib_test.sh
 
 ## generate: deepcopy functions and CRD manifests from config/v1beta1
 generate: $(CONTROLLER_GEN)
 	rm -rf config/crd
-	$(CONTROLLER_GEN) object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
+	$(CONTROLLER_GEN) $(CONTROLLER_GEN_ARGS)
 
-## verify-generated: fail when `make generate` would change anything
-verify-generated: generate
-	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
-	  echo "generated files are stale; run 'make generate' and commit:"; \
-	  git status --porcelain -- $(GENERATED); git diff --stat -- $(GENERATED); exit 1; fi
+## verify-generated: fail when `make generate` would change anything. It generates into a copy of the module's
+## config/ tree in a temporary directory and compares; the working tree is only read.
+verify-generated: $(CONTROLLER_GEN)
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  cp go.mod go.sum "$$tmp/"; cp -R config "$$tmp/config"; \
+	  (cd "$$tmp" && rm -rf config/crd && $(CONTROLLER_GEN) $(CONTROLLER_GEN_ARGS)); \
+	  if ! diff -r config "$$tmp/config" >"$$tmp/diff"; then \
+	    echo "generated files are stale; run 'make generate' and commit:"; cat "$$tmp/diff"; exit 1; fi
 
 ## bench: allocator benchmarks on one core
 bench:
@@ -90,7 +105,11 @@ FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz Fuzz -fuzztime $(FUZZTIME) ./ipam/
 
-tools: $(CONTROLLER_GEN) $(STATICCHECK)
+tools: $(CONTROLLER_GEN) $(STATICCHECK) shellcheck
+
+## shellcheck: install shellcheck (a Debian package) if it is missing
+shellcheck:
+	@command -v $(SHELLCHECK) >/dev/null || ./e2e/lab/install.sh lint
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

@@ -3,10 +3,14 @@
 package e2e_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,13 +27,29 @@ import (
 )
 
 // TestControllerInCluster runs the Herald controller from its image as a
-// Deployment in the cluster: it assigns an address from a pool, and a killed
-// controller pod comes back without moving it.
+// Deployment in the cluster: it assigns addresses from a pool, Services wait
+// when the pool is exhausted, and a killed controller pod comes back without
+// moving any address.
+//
+// The restart check must be able to fail. The Services are arranged so that
+// their addresses follow neither creation order nor name order, and the two
+// oldest Services wait: "old-1" and "old-2" are created first but become
+// LoadBalancers only once the pool is full; "b" is deleted and the younger "e"
+// takes its address. The new controller plans every Service oldest first
+// (old-1, old-2, a, c, d, e). One that did not restore the assignments from
+// status before planning would start from an empty allocator and hand the
+// four addresses out lowest first in that order: old-1 and old-2 would take
+// a's and e's addresses, a and c would move, d and e would lose theirs — five
+// of six Services changed. In name order (a, c, d, e, old-1, old-2) c, d and e
+// would move. Only a restore reproduces the assignment, and the test compares
+// every Service's status before and after the restart, after a positive
+// signal that the new controller has synced everything (a Service created
+// after the restart is served and the controller's work queue is idle).
 func TestControllerInCluster(t *testing.T) {
 	if cluster.Images().Herald == "" {
 		t.Fatal("no Herald image in the cluster (the lab could not build ./cmd/herald)")
 	}
-	ctx := testContext(t, 4*time.Minute)
+	ctx := testContext(t, 5*time.Minute)
 	if err := lab.Run(ctx, os.Stdout, "herald-up"); err != nil {
 		t.Fatalf("installing the controller: %v", err)
 	}
@@ -39,26 +59,37 @@ func TestControllerInCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A /28 of the BGP range that the demo (.10-.19) and the other suites (.2) do not use.
-	first := netip.PrefixFrom(cluster.Ranges().BGP.Addr(), 24).Masked().Addr()
-	for i := 0; i < 32; i++ {
-		first = first.Next()
+	// Addresses .32-.35 and .40 of the BGP range, which the demo (.10-.19)
+	// and the other suites (.2, .3) do not use.
+	base := netip.PrefixFrom(cluster.Ranges().BGP.Addr(), 24).Masked().Addr()
+	addr := func(n int) netip.Addr {
+		a := base
+		for i := 0; i < n; i++ {
+			a = a.Next()
+		}
+		return a
 	}
-	pool := &v1beta1.IPAddressPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-controller", Namespace: "herald-system"},
-		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{netip.PrefixFrom(first, 28).String()}},
+	newPool := func(name string, addresses string) *v1beta1.IPAddressPool {
+		p := &v1beta1.IPAddressPool{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "herald-system"},
+			Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{addresses}},
+		}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), p) })
+		return p
 	}
-	if err := c.Create(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), pool) })
+	pool := newPool("e2e-controller", addr(32).String()+"-"+addr(35).String())
+	probePool := newPool("e2e-controller-probe", netip.PrefixFrom(addr(40), 32).String())
 
 	ns := testNamespace(t, ctx)
-	svc := func(name string) {
+	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+	create := func(name, poolName string, typ corev1.ServiceType) {
 		s := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: pool.Name}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: poolName}},
 			Spec: corev1.ServiceSpec{
-				Type:     corev1.ServiceTypeLoadBalancer,
+				Type:     typ,
 				Selector: map[string]string{"app": name},
 				Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
 			},
@@ -67,29 +98,84 @@ func TestControllerInCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitIP := func(name, want string) *corev1.Service {
+	// ingress is what a Service's status says: its addresses, or "" while it waits.
+	ingress := func(s *corev1.Service) string {
+		var ips []string
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			ips = append(ips, in.IP)
+		}
+		return strings.Join(ips, ",")
+	}
+	waitIP := func(name string, want netip.Addr) *corev1.Service {
 		var s corev1.Service
 		waitFor(t, ctx, fmt.Sprintf("service %s to get %s", name, want), func() (bool, error) {
-			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s); err != nil {
+			if err := c.Get(ctx, key(name), &s); err != nil {
 				return false, err
 			}
-			in := s.Status.LoadBalancer.Ingress
-			return len(in) == 1 && in[0].IP == want, nil
+			return ingress(&s) == want.String(), nil
 		})
 		return &s
 	}
-
-	svc("first")
-	s := waitIP("first", first.String())
-	if m := s.Status.LoadBalancer.Ingress[0].IPMode; m == nil || *m != corev1.LoadBalancerIPModeVIP {
-		t.Errorf("ipMode = %v, want VIP", m)
+	waitEvent := func(name, reason string) {
+		waitFor(t, ctx, fmt.Sprintf("a %s event on service %s", reason, name), func() (bool, error) {
+			evs, err := cluster.Kube().CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+				FieldSelector: "involvedObject.kind=Service,involvedObject.name=" + name + ",reason=" + reason,
+			})
+			return err == nil && len(evs.Items) > 0, err
+		})
 	}
-	if s.Annotations[controller.AnnotationPool] != pool.Name {
-		t.Errorf("pool annotation = %q", s.Annotations[controller.AnnotationPool])
+
+	// The two oldest Services, not yet LoadBalancers. creationTimestamp has
+	// one-second resolution: the others must be younger by it.
+	create("old-1", pool.Name, corev1.ServiceTypeClusterIP)
+	create("old-2", pool.Name, corev1.ServiceTypeClusterIP)
+	time.Sleep(1100 * time.Millisecond)
+
+	for i, name := range []string{"a", "b", "c", "d"} {
+		create(name, pool.Name, corev1.ServiceTypeLoadBalancer)
+		s := waitIP(name, addr(32+i))
+		if m := s.Status.LoadBalancer.Ingress[0].IPMode; m == nil || *m != corev1.LoadBalancerIPModeVIP {
+			t.Errorf("service %s: ipMode = %v, want VIP", name, m)
+		}
+	}
+	// A hole that a younger Service fills.
+	if err := c.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	create("e", pool.Name, corev1.ServiceTypeLoadBalancer)
+	waitIP("e", addr(33))
+	// The oldest become LoadBalancers and wait: the pool is full.
+	for _, name := range []string{"old-1", "old-2"} {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"type":"LoadBalancer"}}`))
+		if err := c.Patch(ctx, s, patch); err != nil {
+			t.Fatal(err)
+		}
+		waitEvent(name, string(ipam.PoolExhausted))
 	}
 
-	// Kill the controller pod; the Deployment starts another, which restores
-	// the assignment and goes on serving.
+	names := []string{"old-1", "old-2", "a", "c", "d", "e"}
+	snapshot := func() map[string]string {
+		m := map[string]string{}
+		for _, name := range names {
+			var s corev1.Service
+			if err := c.Get(ctx, key(name), &s); err != nil {
+				t.Fatal(err)
+			}
+			m[name] = ingress(&s)
+		}
+		return m
+	}
+	before := snapshot()
+	want := map[string]string{"old-1": "", "old-2": "", "a": addr(32).String(), "c": addr(34).String(), "d": addr(35).String(), "e": addr(33).String()}
+	for _, name := range names {
+		if before[name] != want[name] {
+			t.Fatalf("before the restart: service %s has %q, want %q (all: %v)", name, before[name], want[name], before)
+		}
+	}
+
+	// Kill the controller pod; the Deployment starts another, which must
+	// restore every assignment before it serves anything.
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace("herald-system"), client.MatchingLabels{"app.kubernetes.io/component": "controller"}); err != nil {
 		t.Fatal(err)
@@ -101,13 +187,71 @@ func TestControllerInCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var pod corev1.Pod
 	waitFor(t, ctx, "a new controller pod to run alone", func() (bool, error) {
 		if err := c.List(ctx, &pods, client.InNamespace("herald-system"), client.MatchingLabels{"app.kubernetes.io/component": "controller"}); err != nil {
 			return false, err
 		}
-		return len(pods.Items) == 1 && !old[pods.Items[0].UID] && pods.Items[0].Status.Phase == corev1.PodRunning, nil
+		if len(pods.Items) != 1 || old[pods.Items[0].UID] || pods.Items[0].Status.Phase != corev1.PodRunning {
+			return false, nil
+		}
+		pod = pods.Items[0]
+		return true, nil
 	})
-	svc("second")
-	waitIP("second", first.Next().String())
-	waitIP("first", first.String())
+	// The new controller serves a new Service (so it has restored and planned
+	// everything), and then its queue runs dry (so every write of its first
+	// sync is done).
+	create("probe", probePool.Name, corev1.ServiceTypeLoadBalancer)
+	waitIP("probe", addr(40))
+	waitFor(t, ctx, "the new controller's work queue to be idle", func() (bool, error) {
+		return controllerIdle(ctx, pod)
+	})
+
+	after := snapshot()
+	for _, name := range names {
+		if after[name] != before[name] {
+			t.Errorf("after the restart: service %s has %q, had %q", name, after[name], before[name])
+		}
+	}
+	if t.Failed() {
+		t.Logf("before: %v", before)
+		t.Logf("after:  %v", after)
+	}
+}
+
+// controllerIdle reads the controller pod's metrics (through the API server's
+// pod proxy): true when the Service controller's work queue is empty and no
+// worker is busy.
+func controllerIdle(ctx context.Context, pod corev1.Pod) (bool, error) {
+	b, err := cluster.Kube().CoreV1().Pods(pod.Namespace).ProxyGet("http", pod.Name, "7472", "/metrics", nil).DoRaw(ctx)
+	if err != nil {
+		return false, err
+	}
+	// workqueue_depth has one series per priority: add them up.
+	var depth, workers float64
+	var haveDepth, haveWorkers bool
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "workqueue_depth{") && strings.Contains(line, `controller="service"`):
+			depth += v
+			haveDepth = true
+		case strings.HasPrefix(line, "controller_runtime_active_workers{") && strings.Contains(line, `controller="service"`):
+			workers += v
+			haveWorkers = true
+		}
+	}
+	if !haveDepth || !haveWorkers {
+		return false, fmt.Errorf("metrics of pod %s lack workqueue_depth or controller_runtime_active_workers for the service controller", pod.Name)
+	}
+	return depth == 0 && workers == 0, nil
 }

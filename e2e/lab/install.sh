@@ -4,19 +4,22 @@
 #   k8s   kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubelet, kubectl
 #   etcd  etcd server
 #   helm  helm
-# Usage: install.sh [apt] [k8s] [etcd] [helm]     (no argument: all of them)
+#   lint  Debian packages `make lint` needs (shellcheck); not part of the default set
+# Usage: install.sh [apt] [k8s] [etcd] [helm] [lint]     (no argument: apt k8s etcd helm)
 # Binaries are cached outside the checkout in versioned directories under $HERALD_CACHE
 # (default ${XDG_CACHE_HOME:-$HOME/.cache}/herald); a step whose output exists does nothing.
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+lab_strict
 
 export CGO_ENABLED=0
 BUILD_TAGS=selinux,notest,grpcnotrace
 
+# install_apt PACKAGE...: install the Debian packages that are missing.
 install_apt() {
 	local missing=() p
-	for p in "${APT_PACKAGES[@]}"; do
+	for p in "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 	done
 	if [ ${#missing[@]} -eq 0 ]; then
@@ -80,7 +83,8 @@ build_k8s() {
 	fi
 	gen_k8s_module
 	local tmp=$K8S_BIN.tmp pkgs=() b
-	rm -rf "$tmp" && mkdir -p "$tmp"
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
 	for b in "${K8S_BINARIES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
 	log "k8s: building ${K8S_BINARIES[*]} (cold: ~30 CPU-minutes, 15-30 min wall on 2 cores)"
 	(cd "$LAB_DIR/build/k8s" && go build -mod=readonly -trimpath -tags="$BUILD_TAGS" \
@@ -137,11 +141,12 @@ main() {
 	local s
 	for s in "${steps[@]}"; do
 		case $s in
-		apt) phase "install Debian packages" install_apt ;;
+		apt) phase "install Debian packages" install_apt "${APT_PACKAGES[@]}" ;;
+		lint) phase "install lint tools (Debian packages)" install_apt "${LINT_APT_PACKAGES[@]}" ;;
 		k8s) phase "build Kubernetes $K8S_VERSION" build_k8s ;;
 		etcd) phase "build etcd $ETCD_VERSION" build_etcd ;;
 		helm) phase "build helm $HELM_VERSION" build_helm ;;
-		*) die "unknown step $s (want apt, k8s, etcd, helm)" ;;
+		*) die "unknown step $s (want apt, k8s, etcd, helm, lint)" ;;
 		esac
 	done
 	log "install: done"

@@ -190,7 +190,10 @@ HOST_KUBELET_DIRS="/var/lib/kubelet /var/log/containers"
 host_dirs_for_kubelet() {
 	local dir
 	for dir in $HOST_KUBELET_DIRS; do
-		if [ ! -d "$dir" ] && mkdir -p "$dir"; then echo "$dir" >>"$LAB_STATE/created-dirs"; fi
+		if [ ! -d "$dir" ]; then
+			mkdir -p "$dir"
+			echo "$dir" >>"$LAB_STATE/created-dirs"
+		fi
 	done
 }
 

@@ -18,25 +18,125 @@ K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy k
 # Debian packages the lab needs.
 APT_PACKAGES=(containerd runc containernetworking-plugins iptables nftables gobgpd frr arping ndisc6
 	tcpdump openssl conntrack iproute2 iputils-ping util-linux procps curl socat ca-certificates)
+# Debian packages `make lint` needs (install.sh lint).
+LINT_APT_PACKAGES=(shellcheck)
 
-_t0=$(date +%s)
+_t0=${LAB_T0:-$(date +%s)}
+export LAB_T0=$_t0 # lab commands started by a lab command keep counting from the first one's start
 log() { printf '[%4ss] %s\n' "$(($(date +%s) - _t0))" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+die() {
+	trap - ERR # the message says it
+	log "ERROR: $*"
+	exit 1
+}
 
 # have_all DIR NAME...: every NAME is an executable in DIR.
 have_all() {
-	local dir=$1 b; shift
+	local dir=$1 b
+	shift
 	for b in "$@"; do [ -x "$dir/$b" ] || return 1; done
 }
 
-# phase NAME CMD...: run a step and print how long it took.
+# ---- Running steps so that a failing command fails the command ----
+#
+# The lab's scripts run under `set -eEuo pipefail`: a command that fails ends the script. But bash switches that
+# off for everything that runs as a condition — `f || ...`, `f && ...`, `if f`, `while f`, `until f`, `! f` —
+# functions and subshells included, and no `set -e` inside can switch it back on. `phase step || return 1` thus
+# ran the whole step with errexit off: a failed `ip` or `openssl` inside was ignored and the step reported
+# "done". So: steps are never run as conditions. `phase` runs a step in the current shell (its variables
+# stay set) and a failure inside ends the script; `try_phase` runs a step whose failure the caller handles, in
+# a subshell where errexit holds, and leaves its status in PHASE_STATUS. Both refuse to run where bash would
+# ignore errexit.
+
+# lab_strict: the shell options and traps every lab entry point runs with.
+lab_strict() {
+	set -eEuo pipefail
+	shopt -s inherit_errexit
+	_lab_err_trap_on
+	trap _lab_exit_trap EXIT
+}
+
+# The ERR trap names the command that failed (set -E passes it on to functions and subshells).
+_lab_err_trap_on() {
+	trap 'log "FAILED (status $?): $BASH_COMMAND  [${BASH_SOURCE[0]##*/}:$LINENO in ${FUNCNAME[0]:-main}]"' ERR
+}
+
+_LAB_PHASES=()     # the phases being run, outermost first
+_LAB_ON_FAILURE="" # what to say when the script fails (on_failure)
+
+_lab_exit_trap() {
+	local rc=$?
+	trap - ERR
+	if [ "$rc" != 0 ]; then
+		if [ ${#_LAB_PHASES[@]} -gt 0 ]; then log "<== FAILED: ${_LAB_PHASES[*]}"; fi
+		if [ -n "$_LAB_ON_FAILURE" ]; then log "ERROR: $_LAB_ON_FAILURE"; fi
+	fi
+	return 0 # the script's exit status stays $rc
+}
+
+# on_failure MESSAGE: say MESSAGE if the script ends with a failure from now on.
+on_failure() { _LAB_ON_FAILURE=$1; }
+
+# require_errexit WHAT: die unless a failing command here would end the script, i.e. unless the caller runs WHAT
+# plainly and not as a condition (see above). Must itself be called plainly.
+require_errexit() {
+	local rc
+	case $- in *e*) ;; *) die "$1: errexit is off (set -e)" ;; esac
+	trap - ERR
+	set +e
+	(
+		set -e
+		false
+		exit 0
+	)
+	rc=$?
+	set -e
+	_lab_err_trap_on
+	[ "$rc" != 0 ] || die "$1: run as a condition (if/while/until, left of || or &&, after !), where bash ignores errors inside; run it plainly (or with try_phase)"
+}
+
+_elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+
+# phase NAME CMD...: run a step in the current shell and print how long it took. A command that fails inside the
+# step ends the script (the exit trap names the phase). Call it plainly, never as a condition.
 phase() {
-	local name=$1 s e; shift
+	local name=$1 s
+	shift
+	require_errexit "phase \"$name\""
 	s=$(date +%s.%N)
 	log "==> $name"
-	"$@" || return $?
-	e=$(date +%s.%N)
-	log "<== $name done in $(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.1f", b-a}')s"
+	_LAB_PHASES+=("$name")
+	"$@"
+	unset '_LAB_PHASES[-1]'
+	log "<== $name done in $(_elapsed "$s")s"
+}
+
+# try_phase NAME CMD...: run a step whose failure the caller deals with; PHASE_STATUS is its exit status. The step
+# runs in a subshell with errexit in force (the first failing command ends the step), so it cannot set the
+# caller's variables. Call it plainly (try_phase ...; if [ "$PHASE_STATUS" = 0 ] ...), never as a condition.
+PHASE_STATUS=0
+try_phase() {
+	local name=$1 s
+	shift
+	require_errexit "try_phase \"$name\""
+	s=$(date +%s.%N)
+	log "==> $name"
+	# The subshell's failure is reported here, not by the ERR trap as if it ended the script.
+	trap - ERR
+	set +e
+	(
+		set -e
+		_lab_err_trap_on
+		"$@"
+	)
+	PHASE_STATUS=$?
+	set -e
+	_lab_err_trap_on
+	if [ "$PHASE_STATUS" = 0 ]; then
+		log "<== $name done in $(_elapsed "$s")s"
+	else
+		log "<== $name FAILED (status $PHASE_STATUS) after $(_elapsed "$s")s"
+	fi
 }
 
 # ---- Lab topology and settings (everything the lab makes is named with $P) ----
@@ -104,30 +204,74 @@ in_ns() { local ns=$1; shift; nsenter --net="/var/run/netns/$ns" -- "$@"; }
 
 kubectl_lab() { "$K8S_BIN/kubectl" --kubeconfig "$LAB_STATE/admin.kubeconfig" "$@"; }
 
-# start_daemon NAME CMD...: start CMD detached (own session), log to $LOGS/NAME.log, record its PID.
-# CMD must exec down to the daemon (nsenter/unshare/sh -c 'exec ...') so that the PID is the daemon's.
-start_daemon() {
-	local name=$1; shift
-	mkdir -p "$PIDS" "$LOGS"
-	setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
-	echo $! >"$PIDS/$name.pid"
+# ---- Daemons, recorded by identity ----
+#
+# A pid file holds "PID START BOOT": the PID, the process's start time (clock ticks after boot, field 22 of
+# /proc/PID/stat, which an exec keeps) and the kernel's boot id. The lab signals a PID only while all three still
+# match: a stale pid file (the daemon died, the machine rebooted, the PID went to another process) never makes it
+# kill anything else. Pid files without a start time (older labs) are not trusted; `lab down` finds those
+# daemons by their network namespace or the state dir on their command line.
+
+boot_id() { cat /proc/sys/kernel/random/boot_id; }
+
+# proc_start PID: the start time of the live (not zombie) process PID; fails if there is none.
+proc_start() {
+	local stat f
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	# comm (field 2) may hold spaces and parentheses: split after its closing parenthesis (field 3 = f[0]).
+	read -ra f <<<"${stat##*) }"
+	[ "${f[0]}" != Z ] && [ -n "${f[19]:-}" ] || return 1
+	echo "${f[19]}"
 }
 
-pid_alive() { [ -f "$PIDS/$1.pid" ] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
+# same_process PID START: PID is still the process that started at START.
+same_process() {
+	local st
+	st=$(proc_start "$1") || return 1
+	[ "$st" = "$2" ]
+}
 
-# stop_daemon NAME [TIMEOUT]: SIGTERM the recorded PID, SIGKILL after TIMEOUT seconds (default 10).
+# start_daemon NAME CMD...: start CMD detached (own session), log to $LOGS/NAME.log, record its identity.
+# CMD must exec down to the daemon (nsenter/unshare/sh -c 'exec ...') so that the PID is the daemon's.
+start_daemon() {
+	local name=$1 pid st
+	shift
+	mkdir -p "$PIDS" "$LOGS"
+	setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
+	pid=$!
+	# The child has not been waited for, so its /proc entry is there even if it already exited.
+	st=$(proc_start "$pid") || st=exited
+	echo "$pid $st $(boot_id)" >"$PIDS/$name.pid"
+}
+
+# daemon_pid NAME: print the PID of daemon NAME if the process the lab recorded still runs; fail otherwise.
+daemon_pid() {
+	local f=$PIDS/$1.pid pid="" st="" boot=""
+	[ -f "$f" ] || return 1
+	read -r pid st boot <"$f" || true
+	[ -n "$pid" ] && [ -n "$st" ] && [ "$boot" = "$(boot_id)" ] || return 1
+	same_process "$pid" "$st" || return 1
+	echo "$pid"
+}
+
+pid_alive() { daemon_pid "$1" >/dev/null; }
+
+# stop_daemon NAME [TIMEOUT]: SIGTERM the recorded process, SIGKILL after TIMEOUT seconds (default 10); only
+# while it is the process the lab started (see above).
 stop_daemon() {
-	local name=$1 t=${2:-10} pid i
+	local name=$1 t=${2:-10} pid st i
 	[ -f "$PIDS/$name.pid" ] || return 0
-	pid=$(cat "$PIDS/$name.pid")
-	if kill -0 "$pid" 2>/dev/null; then
+	if pid=$(daemon_pid "$name"); then
+		read -r _ st _ <"$PIDS/$name.pid"
 		kill -TERM "$pid" 2>/dev/null || true
-		for ((i = 0; i < t * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-		if kill -0 "$pid" 2>/dev/null; then
+		for ((i = 0; i < t * 10; i++)); do same_process "$pid" "$st" || break; sleep 0.1; done
+		if same_process "$pid" "$st"; then
 			log "  $name ($pid) did not stop in ${t}s: SIGKILL"
 			kill -KILL "$pid" 2>/dev/null || true
-			for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+			for ((i = 0; i < 50; i++)); do same_process "$pid" "$st" || break; sleep 0.1; done
 		fi
+	elif [ "${LAB_DEBUG:-}" = 1 ]; then
+		log "  $name: the recorded process no longer runs (pid file: $(cat "$PIDS/$name.pid")): nothing to stop"
 	fi
 	rm -f "$PIDS/$name.pid"
 	[ "${LAB_DEBUG:-}" != 1 ] || log "  stopped $name"
@@ -145,9 +289,11 @@ wait_for() {
 
 # stop_daemons TIMEOUT NAME...: like stop_daemon for several daemons at once (SIGTERM all, then wait).
 stop_daemons() {
-	local t=$1 name; shift
+	local t=$1 name
+	shift
+	local pid
 	for name in "$@"; do
-		if [ -f "$PIDS/$name.pid" ]; then kill -TERM "$(cat "$PIDS/$name.pid")" 2>/dev/null || true; fi
+		if pid=$(daemon_pid "$name"); then kill -TERM "$pid" 2>/dev/null || true; fi
 	done
 	for name in "$@"; do stop_daemon "$name" "$t"; done
 }

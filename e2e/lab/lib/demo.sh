@@ -12,11 +12,15 @@ svc_address() { kubectl_lab -n "$DEMO_NS" get svc echo -o jsonpath='{.status.loa
 svc_has_address() { [ -n "$(svc_address)" ]; }
 
 # herald_install: Herald the way a user installs it (helm install of charts/herald) once the chart exists,
-# else a minimal manifest for the controller; then the demo's pools, advertisements and BGP peers.
+# else a minimal manifest for the controller; then the demo's pools, advertisements and BGP peers. Sets
+# HERALD_INSTALLED_BY to how Herald was installed, or to "" if it could not be (the demo then goes on without).
+# It runs in the current shell (it sets a variable); the steps that may fail run with try_phase.
 HERALD_INSTALLED_BY=""
 herald_install() {
+	HERALD_INSTALLED_BY=""
 	if [ -d "$REPO_DIR/charts/herald" ] && [ -x "$HELM_BIN/helm" ]; then
-		if phase "helm install charts/herald" helm_install; then
+		try_phase "helm install charts/herald" helm_install
+		if [ "$PHASE_STATUS" = 0 ]; then
 			HERALD_INSTALLED_BY="helm install of charts/herald"
 		else
 			log "helm install failed: falling back to the minimal controller manifest"
@@ -24,13 +28,20 @@ herald_install() {
 		fi
 	fi
 	if [ -z "$HERALD_INSTALLED_BY" ]; then
-		phase "install the Herald controller (minimal manifest; no Helm chart yet)" herald_controller_up || return 1
+		try_phase "install the Herald controller (minimal manifest; no Helm chart yet)" herald_controller_up
+		[ "$PHASE_STATUS" = 0 ] || return 0
 		HERALD_INSTALLED_BY="minimal manifest e2e/lab/manifests/herald-controller.yaml (no Helm chart yet)"
 	fi
-	kubectl_lab apply -f "$LAB_DIR/manifests/demo-pools.yaml" >/dev/null || return 1
-	kubectl_lab apply -f "$LAB_DIR/manifests/demo-advertisements.yaml" >/dev/null ||
-		log "the demo's L2Advertisement/BGPAdvertisement/BGPPeers were refused (see above)"
+	try_phase "apply the demo's pools" demo_manifest demo-pools.yaml
+	if [ "$PHASE_STATUS" != 0 ]; then
+		HERALD_INSTALLED_BY=""
+		return 0
+	fi
+	try_phase "apply the demo's advertisements and BGP peers" demo_manifest demo-advertisements.yaml
+	[ "$PHASE_STATUS" = 0 ] || log "the demo's L2Advertisement/BGPAdvertisement/BGPPeers were refused (see above)"
 }
+
+demo_manifest() { kubectl_lab apply -f "$LAB_DIR/manifests/$1" >/dev/null; }
 
 # HERALD_HELM_ARGS adds helm arguments (e.g. --set for values the chart names differently).
 helm_install() {
@@ -42,10 +53,9 @@ helm_install() {
 }
 
 herald_controller_up() {
-	kubectl_lab apply -f "$REPO_DIR/config/crd" >/dev/null || return 1
-	kubectl_lab wait --for condition=established --timeout=30s -f "$REPO_DIR/config/crd" >/dev/null || return 1
-	sed "s|HERALD_IMAGE|$HERALD_IMAGE|" "$LAB_DIR/manifests/herald-controller.yaml" | kubectl_lab apply -f - >/dev/null ||
-		return 1
+	kubectl_lab apply -f "$REPO_DIR/config/crd" >/dev/null
+	kubectl_lab wait --for condition=established --timeout=30s -f "$REPO_DIR/config/crd" >/dev/null
+	sed "s|HERALD_IMAGE|$HERALD_IMAGE|" "$LAB_DIR/manifests/herald-controller.yaml" | kubectl_lab apply -f - >/dev/null
 	kubectl_lab -n herald-system rollout status deploy/herald-controller --timeout=60s >/dev/null
 }
 
@@ -53,24 +63,27 @@ demo_fetch() { in_ns "$NS_CLIENT" curl -s --max-time 2 "http://$1/"; }
 
 cmd_demo() {
 	need_root
-	lab_is_up || cmd_up
+	if ! lab_is_up; then cmd_up; fi
 	local ip node_ip assigned_by
 	local controller=0
 	if [ ! -f "$IMAGE_CACHE/herald.tar" ]; then
 		log "no Herald image: the lab assigns the address by hand"
 	elif [ ! -d "$REPO_DIR/config/crd" ]; then
 		log "no CRDs in config/crd: the lab assigns the address by hand"
-	elif herald_install; then
-		controller=1
 	else
-		log "the Herald controller did not start (kubectl -n herald-system logs deploy/herald-controller); the lab assigns the address by hand"
+		herald_install
+		if [ -n "$HERALD_INSTALLED_BY" ]; then
+			controller=1
+		else
+			log "the Herald controller did not start (kubectl -n herald-system logs deploy/herald-controller); the lab assigns the address by hand"
+		fi
 	fi
-	phase "deploy the echo backend and a LoadBalancer Service" demo_apply || return 1
-	phase "wait for the echo pods" kubectl_lab -n "$DEMO_NS" rollout status deploy/echo --timeout=120s >/dev/null || return 1
+	phase "deploy the echo backend and a LoadBalancer Service" demo_apply
+	phase "wait for the echo pods" kubectl_lab -n "$DEMO_NS" rollout status deploy/echo --timeout=120s >/dev/null
 
 	# The Herald controller assigns the address. Without one, the lab sets it by hand.
 	if [ $controller = 1 ]; then
-		phase "wait for the Herald controller to assign an address" wait_for "an address" 30 svc_has_address || true
+		try_phase "wait for the Herald controller to assign an address" wait_for "an address" 30 svc_has_address
 	fi
 	ip=$(svc_address)
 	if [ -n "$ip" ]; then
@@ -89,11 +102,11 @@ cmd_demo() {
 	local standin=0
 	if ! kubectl_lab get daemonsets -A --no-headers 2>/dev/null | awk '{print $2}' | grep -q speaker; then
 		standin=1
-		phase "announce $ip/32 from every node (stand-in BGP speakers)" announce_all "$ip/32" || return 1
+		phase "announce $ip/32 from every node (stand-in BGP speakers)" announce_all "$ip/32"
 	fi
 
 	local out
-	phase "wait for kube-proxy to serve $ip" wait_for "an answer from $ip" 60 demo_fetch "$ip" || return 1
+	phase "wait for kube-proxy to serve $ip" wait_for "an answer from $ip" 60 demo_fetch "$ip"
 
 	echo
 	echo "================ Herald lab demo ================"

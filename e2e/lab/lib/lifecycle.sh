@@ -64,13 +64,24 @@ nodes_ready() {
 	[ "$n" -eq "$LAB_NODES" ]
 }
 
+wait_nodes_ready() {
+	if ! wait_for "nodes Ready" 180 nodes_ready; then
+		kubectl_lab get nodes -o wide >&2 || true
+		return 1
+	fi
+}
+
+# nodes_up: node_up for every node, in parallel subshells (errexit holds in each: the first failing command
+# ends that node's subshell with its status).
 nodes_up() {
 	local i node_pids=() failed=0
 	for ((i = 1; i <= LAB_NODES; i++)); do
 		node_up "$i" &
 		node_pids+=($!)
 	done
-	for i in "${node_pids[@]}"; do wait "$i" || failed=1; done
+	for ((i = 1; i <= LAB_NODES; i++)); do
+		wait "${node_pids[i - 1]}" || { log "$(node_name "$i") failed to come up"; failed=1; }
+	done
 	return $failed
 }
 
@@ -82,7 +93,9 @@ cmd_up() {
 	fi
 	if [ -d "$LAB_STATE" ] || [ -n "$(lab_netns)" ]; then
 		log "removing leftovers of an earlier lab"
-		cmd_down >/dev/null 2>&1 || true
+		# Its own process: teardown is best effort here, and a lab function run as a condition would run with
+		# errexit off.
+		"$LAB_DIR/lab" down >/dev/null 2>&1 || true
 	fi
 	local start
 	start=$(date +%s.%N)
@@ -94,16 +107,14 @@ cmd_up() {
 	for dir in /run/containerd /var/lib/cni; do
 		[ -e "$dir" ] || echo "$dir" >>"$LAB_STATE/created-dirs"
 	done
-	phase "build images" images_build || return 1
-	phase "network: lan bridge, $LAB_NODES nodes, client, routers" net_up || return 1
-	phase "certificates" pki_up || return 1
-	phase "control plane (etcd, apiserver, controller-manager, scheduler)" controlplane_up || return 1
-	phase "routers (gobgpd, FRR)" routers_up || return 1
-	phase "$LAB_NODES nodes in parallel (containerd, images, kubelet, kube-proxy)" nodes_up || return 1
-	phase "wait for $LAB_NODES nodes Ready" wait_for "nodes Ready" 180 nodes_ready || {
-		kubectl_lab get nodes -o wide >&2 || true
-		return 1
-	}
+	# Each phase runs with errexit in force: the first command that fails ends `lab up` (see common.sh).
+	phase "build images" images_build
+	phase "network: lan bridge, $LAB_NODES nodes, client, routers" net_up
+	phase "certificates" pki_up
+	phase "control plane (etcd, apiserver, controller-manager, scheduler)" controlplane_up
+	phase "routers (gobgpd, FRR)" routers_up
+	phase "$LAB_NODES nodes in parallel (containerd, images, kubelet, kube-proxy)" nodes_up
+	phase "wait for $LAB_NODES nodes Ready" wait_nodes_ready
 	write_env
 	echo "$LAB_NODES" >"$LAB_STATE/up"
 	log "lab up in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s"
@@ -116,10 +127,10 @@ cmd_up() {
 # Inode numbers of the lab's network namespaces: named ones and the pod namespaces under the state dir.
 lab_netns_inodes() {
 	local f
-	for f in /var/run/netns/"$P"*; do [ -e "$f" ] && stat -L -c %i "$f" 2>/dev/null; done
+	for f in /var/run/netns/"$P"*; do if [ -e "$f" ]; then stat -L -c %i "$f" 2>/dev/null || true; fi; done
 	if [ -d "$LAB_STATE" ]; then
-		findmnt -rn -o TARGET | grep "^$LAB_STATE/" | while read -r f; do
-			[ -f "$f" ] && stat -L -f -c %T "$f" 2>/dev/null | grep -q nsfs && stat -L -c %i "$f"
+		{ findmnt -rn -o TARGET | grep "^$LAB_STATE/" || true; } | while read -r f; do
+			if [ -f "$f" ] && stat -L -f -c %T "$f" 2>/dev/null | grep -q nsfs; then stat -L -c %i "$f"; fi
 		done
 	fi
 	true
@@ -136,6 +147,21 @@ lab_leftover_pids() {
 		fi
 		grep -lsF -f <(echo "$LAB_STATE/") /proc/[0-9]*/cmdline 2>/dev/null | sed -n 's|^/proc/\([0-9]*\)/cmdline$|\1|p' || true
 	} | { grep -vx -e "$$" -e "${BASHPID:-$$}" || true; } | sort -un
+}
+
+# kill_leftovers: SIGKILL the processes left in the lab (lab_leftover_pids), each identified by its PID and start
+# time when it was found, so that a PID that went to another process in between is not killed.
+kill_leftovers() {
+	local pid st found=()
+	for pid in $(lab_leftover_pids); do
+		if st=$(proc_start "$pid"); then found+=("$pid:$st"); fi
+	done
+	[ ${#found[@]} -gt 0 ] || return 0
+	log "killing leftover processes in the lab: ${found[*]%%:*}"
+	for pid in "${found[@]}"; do
+		if same_process "${pid%%:*}" "${pid#*:}"; then kill -KILL "${pid%%:*}" 2>/dev/null || true; fi
+	done
+	sleep 0.5
 }
 
 lab_mounts() { findmnt -rn -o TARGET | grep -e "^$LAB_STATE/" -e "^$LAB_STATE\$" -e "^/run/netns/$P" -e "^/var/run/netns/$P" || true; }
@@ -168,9 +194,9 @@ stop_nodes_routers() {
 # stop_all N: stop the nodes (in parallel), the routers and the control plane.
 stop_all() {
 	local nodes=$1 i
-	phase "drain: the kubelets stop all pods" drain "$nodes"
-	phase "stop nodes and routers" stop_nodes_routers "$nodes"
-	phase "stop control plane" controlplane_down
+	try_phase "drain: the kubelets stop all pods" drain "$nodes"
+	try_phase "stop nodes and routers" stop_nodes_routers "$nodes"
+	try_phase "stop control plane" controlplane_down
 }
 
 cmd_down() {
@@ -179,24 +205,20 @@ cmd_down() {
 	start=$(date +%s.%N)
 	nodes=$(cat "$LAB_STATE/nodes" 2>/dev/null || echo "$LAB_NODES")
 	rm -f "$LAB_STATE/up"
-	phase "stop $nodes nodes, routers and control plane" stop_all "$nodes"
+	# Teardown goes on after a failed step (try_phase): what is left is found and removed below, and the final
+	# leftovers check decides the exit status.
+	stop_all "$nodes"
 	# Anything else recorded.
 	if [ -d "$PIDS" ]; then
 		for p in "$PIDS"/*.pid; do [ -e "$p" ] && stop_daemon "$(basename "$p" .pid)" 5; done
 	fi
 	log "looking for leftover processes"
-	p=$(lab_leftover_pids | tr '\n' ' ')
-	if [ -n "${p// /}" ]; then
-		log "killing leftover processes in the lab: $p"
-		# shellcheck disable=SC2086 # a list of PIDs
-		kill -KILL $p 2>/dev/null || true
-		sleep 0.5
-	fi
+	kill_leftovers
 	log "unmounting $(lab_mounts | wc -l) mounts"
 	for p in $(lab_mounts | awk '{print length, $0}' | sort -rn | cut -d' ' -f2-); do
 		umount "$p" 2>/dev/null || umount -l "$p" 2>/dev/null || log "cannot unmount $p"
 	done
-	phase "remove network" net_down
+	try_phase "remove network" net_down
 	rm -f /var/lib/cni/results/"${P}"pods-* 2>/dev/null || true
 	if [ -f "$LAB_STATE/created-dirs" ]; then
 		sort -ru "$LAB_STATE/created-dirs" | while read -r p; do
@@ -227,7 +249,7 @@ lab_leftovers_report() {
 }
 
 cmd_status() {
-	local f name state
+	local f name state pid
 	if [ ! -d "$PIDS" ]; then
 		echo "lab is down"
 		return 0
@@ -236,7 +258,7 @@ cmd_status() {
 	for f in "$PIDS"/*.pid; do
 		[ -e "$f" ] || continue
 		name=$(basename "$f" .pid)
-		if pid_alive "$name"; then state="running (pid $(cat "$f"))"; else state="DEAD"; fi
+		if pid=$(daemon_pid "$name"); then state="running (pid $pid)"; else state="DEAD"; fi
 		printf '  %-32s %s\n' "$name" "$state"
 	done
 	echo "namespaces: $(lab_netns | tr '\n' ' ')"

@@ -12,7 +12,7 @@ standin_up() {
 	local i=$1 n d
 	n=$(node_name "$i")
 	d=$(node_dir "$i")
-	pid_alive "$n-standin-bgp" && return 0
+	if pid_alive "$n-standin-bgp"; then return 0; fi
 	mkdir -p "$d"
 	cat >"$d/standin-gobgpd.toml" <<EOT
 [global.config]
@@ -55,12 +55,13 @@ cmd_announce() {
 	local nodes=${1:?usage: lab announce NODE_INDEX[,NODE_INDEX...] PREFIX...} i p
 	shift
 	lab_is_up || die "the lab is not up"
-	for i in ${nodes//,/ }; do standin_up "$i" || return 1; done
+	for p in "$@"; do prefix_family "$p" >/dev/null; done
+	for i in ${nodes//,/ }; do standin_up "$i"; done
 	for i in ${nodes//,/ }; do
-		for p in "$@"; do standin_cli "$i" global rib add "$p" -a "$(prefix_family "$p")" >/dev/null; done
+		for p in "$@"; do standin_cli "$i" global rib add "$p" -a ipv4 >/dev/null; done
 	done
 	for i in ${nodes//,/ }; do
-		wait_for "stand-in BGP sessions on $(node_name "$i")" 30 standin_established "$i" || return 1
+		wait_for "stand-in BGP sessions on $(node_name "$i")" 30 standin_established "$i"
 	done
 }
 
@@ -75,5 +76,6 @@ cmd_withdraw() {
 		stop_daemon "$(node_name "$i")-standin-bgp" 5
 		return 0
 	fi
-	for p in "$@"; do standin_cli "$i" global rib del "$p" -a "$(prefix_family "$p")" >/dev/null; done
+	for p in "$@"; do prefix_family "$p" >/dev/null; done
+	for p in "$@"; do standin_cli "$i" global rib del "$p" -a ipv4 >/dev/null; done
 }
