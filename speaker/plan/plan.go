@@ -143,27 +143,11 @@ func Compute(in Inputs) Result {
 
 	// Every distinct address, sorted: an address's index is its rank, so a
 	// component's root (the lowest index) is its lowest address.
-	var addrs []netip.Addr
-	for i := range in.Services {
-		for _, a := range in.Services[i].Addrs {
-			if a.IsValid() {
-				addrs = append(addrs, a.WithZone(""))
-			}
-		}
-	}
-	slices.SortFunc(addrs, netip.Addr.Compare)
-	addrs = slices.Compact(addrs)
-	n := len(addrs)
+	addrs, held := newAddrTable(in.Services)
+	n := addrs.len()
 	if n == 0 {
 		return Result{}
 	}
-
-	// Services in key order, so that per-address key lists come out sorted.
-	order := make([]int32, len(in.Services))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(in.Services[a].Key, in.Services[b].Key) })
 
 	w := ns.words
 	parent := make([]int32, n)
@@ -172,35 +156,29 @@ func Compute(in Inputs) Result {
 	}
 	want := make([]bool, n)
 	// cand[i] starts as "every node" and is narrowed to the nodes that
-	// every wanting Service of address i accepts.
-	cand := make([]uint64, n*w)
-	for i := range cand {
-		cand[i] = ^uint64(0)
+	// every wanting Service of address i accepts. comp[r] does the same
+	// for the component whose root is r.
+	bits := make([]uint64, 2*n*w)
+	for i := range bits {
+		bits[i] = ^uint64(0)
 	}
+	cand, comp := bits[:n*w], bits[n*w:]
 	type holding struct {
 		addr int32
 		svc  int32
-		want bool
 	}
-	var held []holding
+	holds := make([]holding, 0, held)
 	scratch := make([]uint64, w)
 	var idx []int32
-	for _, si := range order {
+	for si := range in.Services {
 		s := &in.Services[si]
 		idx = idx[:0]
 		for _, a := range s.Addrs {
-			if !a.IsValid() {
-				continue
-			}
-			j, _ := slices.BinarySearchFunc(addrs, a.WithZone(""), netip.Addr.Compare)
-			if !slices.Contains(idx, int32(j)) {
-				idx = append(idx, int32(j))
+			if j := addrs.index(a); j >= 0 && !slices.Contains(idx, j) {
+				idx = append(idx, j)
 			}
 		}
-		if len(idx) == 0 {
-			continue
-		}
-		for _, j := range idx[1:] {
+		for _, j := range idx[min(1, len(idx)):] {
 			union(parent, idx[0], j)
 		}
 		wants := len(s.EndpointNodes) > 0
@@ -213,7 +191,7 @@ func Compute(in Inputs) Result {
 			}
 		}
 		for _, j := range idx {
-			held = append(held, holding{j, si, wants})
+			holds = append(holds, holding{j, int32(si)})
 			if !wants {
 				continue
 			}
@@ -224,73 +202,62 @@ func Compute(in Inputs) Result {
 		}
 	}
 
-	// Per-address key lists, by counting sort (held is in key order).
+	// The Services of each address, by counting sort, then each address's
+	// (short) list sorted by key.
 	start := make([]int32, n+1)
-	for _, h := range held {
+	for _, h := range holds {
 		start[h.addr+1]++
 	}
 	for i := 1; i <= n; i++ {
 		start[i] += start[i-1]
 	}
 	fill := slices.Clone(start[:n])
-	byAddr := make([]holding, len(held))
-	for _, h := range held {
-		byAddr[fill[h.addr]] = h
+	byAddr := make([]int32, len(holds))
+	for _, h := range holds {
+		byAddr[fill[h.addr]] = h.svc
 		fill[h.addr]++
 	}
-	allKeys := make([]string, 0, len(held))
-	wantKeys := make([]string, 0, len(held))
-	keysOf := func(i int) (all, wanting []string) {
-		a0, w0 := len(allKeys), len(wantKeys)
-		for _, h := range byAddr[start[i]:start[i+1]] {
-			k := in.Services[h.svc].Key
-			if len(allKeys) == a0 || allKeys[len(allKeys)-1] != k {
-				allKeys = append(allKeys, k)
-			}
-			if h.want && (len(wantKeys) == w0 || wantKeys[len(wantKeys)-1] != k) {
-				wantKeys = append(wantKeys, k)
-			}
+	keyOf := func(si int32) string { return in.Services[si].Key }
+	for i := range n {
+		if l := byAddr[start[i]:start[i+1]]; len(l) > 1 {
+			slices.SortFunc(l, func(a, b int32) int { return strings.Compare(keyOf(a), keyOf(b)) })
 		}
-		return allKeys[a0:len(allKeys):len(allKeys)], wantKeys[w0:len(wantKeys):len(wantKeys)]
 	}
 
-	// Narrow each wanting address to its pool's candidates, and each
-	// component to the intersection of its addresses.
+	// Decide every address: a node index, or a reason not to announce it.
+	const (
+		decNotInPool = -1 - iota
+		decNoAdvertisement
+		decNoEndpoints
+		decNoNode
+	)
+	dec := make([]int32, n)
 	poolOf := make([]int32, n)
-	comp := make([]uint64, n*w) // used at root indices only
-	for i := range comp {
-		comp[i] = ^uint64(0)
-	}
-	for i := 0; i < n; i++ {
-		p := pools.lookup(addrs[i])
+	for i := range n {
+		p := pools.lookup(addrs.addr(i))
 		poolOf[i] = int32(p)
-		if p < 0 || !pools.advertised[p] || !want[i] {
-			continue
-		}
-		c := cand[i*w : (i+1)*w]
-		and(c, pools.cands[p*w:(p+1)*w])
-		r := int(find(parent, int32(i)))
-		and(comp[r*w:(r+1)*w], c)
-	}
-
-	var res Result
-	winner := make([]int32, n) // per root: the component's winner + 1; 0 = not yet, -1 = none
-	for i := 0; i < n; i++ {
-		all, wanting := keysOf(i)
-		p := int(poolOf[i])
 		switch {
 		case p < 0:
-			res.L2Skipped = append(res.L2Skipped, L2Skipped{addrs[i], all, NotInPool})
-			continue
+			dec[i] = decNotInPool
 		case !pools.advertised[p]:
-			res.L2Skipped = append(res.L2Skipped, L2Skipped{addrs[i], all, NoL2Advertisement})
-			continue
+			dec[i] = decNoAdvertisement
 		case !want[i]:
-			res.L2Skipped = append(res.L2Skipped, L2Skipped{addrs[i], all, NoEndpoints})
+			dec[i] = decNoEndpoints
+		default:
+			c := cand[i*w : (i+1)*w]
+			and(c, pools.cands[p*w:(p+1)*w])
+			r := int(find(parent, int32(i)))
+			and(comp[r*w:(r+1)*w], c)
+		}
+	}
+	winner := make([]int32, n) // per root: the component's winner + 1; 0 = not yet, -1 = none
+	announced := 0
+	for i := range n {
+		if dec[i] < 0 {
 			continue
 		}
 		r := int(find(parent, int32(i)))
-		key := addrHash(addrs[r])
+		key := addrs.hash(r)
 		if winner[r] == 0 {
 			winner[r] = int32(pick(comp[r*w:(r+1)*w], ns.hash, key)) + 1
 			if winner[r] == 0 {
@@ -304,15 +271,52 @@ func Compute(in Inputs) Result {
 			k = pick(cand[i*w:(i+1)*w], ns.hash, key)
 		}
 		if k < 0 {
-			res.L2Skipped = append(res.L2Skipped, L2Skipped{addrs[i], all, NoEligibleNode})
+			dec[i] = decNoNode
 			continue
 		}
-		res.L2 = append(res.L2, L2Announcement{
-			Addr:       addrs[i],
-			Services:   wanting,
-			Node:       ns.names[k],
-			Interfaces: pools.interfaces(p, k),
-		})
+		dec[i] = int32(k)
+		announced++
+	}
+
+	// Build the result; the key lists of all addresses share two arrays.
+	res := Result{
+		L2:        make([]L2Announcement, 0, announced),
+		L2Skipped: make([]L2Skipped, 0, n-announced),
+	}
+	allKeys := make([]string, 0, len(holds))
+	wantKeys := make([]string, 0, len(holds))
+	for i := range n {
+		a0, w0 := len(allKeys), len(wantKeys)
+		for _, si := range byAddr[start[i]:start[i+1]] {
+			s := &in.Services[si]
+			if len(allKeys) == a0 || allKeys[len(allKeys)-1] != s.Key {
+				allKeys = append(allKeys, s.Key)
+			}
+			if len(s.EndpointNodes) > 0 && (len(wantKeys) == w0 || wantKeys[len(wantKeys)-1] != s.Key) {
+				wantKeys = append(wantKeys, s.Key)
+			}
+		}
+		all := allKeys[a0:len(allKeys):len(allKeys)]
+		var reason Reason
+		switch d := dec[i]; d {
+		case decNotInPool:
+			reason = NotInPool
+		case decNoAdvertisement:
+			reason = NoL2Advertisement
+		case decNoEndpoints:
+			reason = NoEndpoints
+		case decNoNode:
+			reason = NoEligibleNode
+		default:
+			res.L2 = append(res.L2, L2Announcement{
+				Addr:       addrs.addr(i),
+				Services:   wantKeys[w0:len(wantKeys):len(wantKeys)],
+				Node:       ns.names[d],
+				Interfaces: pools.interfaces(int(poolOf[i]), int(d)),
+			})
+			continue
+		}
+		res.L2Skipped = append(res.L2Skipped, L2Skipped{addrs.addr(i), all, reason})
 	}
 	return res
 }
