@@ -406,8 +406,9 @@ type poolTable struct {
 	// selects.
 	advNodes []uint64
 	words    int
-	// ifaces caches interfaces(p, node) at p*len(nodes)+node.
-	ifaces []*[]string
+	// ifaces caches interfaces(p, node) at p*len(nodes)+node, when done
+	// says so.
+	ifaces []ifaceList
 	nnodes int
 }
 
@@ -424,7 +425,7 @@ func newPoolTable(cfg *config.Config, ns *nodeSet) *poolTable {
 		cands:      make([]uint64, len(cfg.Pools)*w),
 		advNodes:   make([]uint64, len(cfg.L2Advertisements)*w),
 		words:      w,
-		ifaces:     make([]*[]string, len(cfg.Pools)*len(ns.names)),
+		ifaces:     make([]ifaceList, len(cfg.Pools)*len(ns.names)),
 		nnodes:     len(ns.names),
 	}
 	for p, pool := range cfg.Pools {
@@ -493,8 +494,8 @@ func (t *poolTable) lookup(a netip.Addr) int {
 // (every interface) when one of them names none.
 func (t *poolTable) interfaces(p, k int) []string {
 	slot := &t.ifaces[p*t.nnodes+k]
-	if *slot != nil {
-		return **slot
+	if slot.done {
+		return slot.names
 	}
 	name := t.cfg.Pools[p].Name
 	var out []string
@@ -515,6 +516,11 @@ func (t *poolTable) interfaces(p, k int) []string {
 		slices.Sort(out)
 		out = slices.Clip(slices.Compact(out))
 	}
-	*slot = &out
+	*slot = ifaceList{out, true}
 	return out
+}
+
+type ifaceList struct {
+	names []string
+	done  bool
 }
