@@ -18,8 +18,14 @@
 //
 // The Result covers the whole cluster, not only the calling node, so that a
 // speaker can report who announces what and why an address is not announced
-// ([Result.L2Skipped]). [Desired] is the per-node part; BGP announcements
-// will be added beside L2 in both.
+// ([Result.L2Skipped]). For that reason [Inputs] carries no "self": the
+// caller picks its part with [Result.For]. [Desired] is that per-node part;
+// BGP announcements will be added beside L2 in both.
+//
+// [Service] carries no pool name: pools never overlap (config.Parse drops a
+// pool that overlaps an older one), so an address's pool is found from the
+// address alone, and the speaker need not trust or read the controller's
+// record of it. Two Services sharing an address cannot name two pools.
 //
 // # Layer 2 election
 //
@@ -56,7 +62,10 @@
 // Services sharing an address whose endpoints sit on different nodes), the
 // addresses are elected one by one, each among its own candidates, still with
 // the component's key: reachability comes before co-location. An address
-// without any candidate is not announced (reason NoEligibleNode).
+// without any candidate is not announced (reason NoEligibleNode). When
+// Services join or split components (a new dual-stack family, a new sharer)
+// the component's key can change and its addresses can move: co-location
+// has that price.
 //
 // The rendezvous (highest random weight) score of a node for a key is a
 // 64-bit mix of the hash of the node name and the hash of the key address.
@@ -75,8 +84,8 @@
 // The election is only as consistent as the inputs. When memberlist views
 // differ, for instance while a network partition lasts or while a dead node
 // is not yet declared dead everywhere, two speakers can each elect
-// themselves for an address (both answer ARP; the LAN's switches follow the
-// latest gratuitous ARP) or each elect the other (nobody answers). This is
+// themselves for an address (both answer ARP and NDP; each client uses the
+// answer it got last) or each elect the other (nobody answers). This is
 // inherent to an election without a coordinator. It heals by itself: when
 // memberlist re-joins the partitions, the views agree again and so do the
 // plans.
@@ -85,8 +94,9 @@
 //
 // Per Compute, node selectors are matched once per L2Advertisement and node
 // (not per Service), node names are hashed once, candidate sets are bitsets
-// over the nodes, and a score is one 64-bit mix. 1,000 Services over 100
-// nodes plan in well under a millisecond (BenchmarkCompute).
+// over the nodes, addresses are sorted and searched as plain integers, and a
+// score is one 64-bit mix. 1,000 Services over 100 nodes take under 1 ms of
+// CPU (BenchmarkCompute, docs/benchmarks.md).
 //
 // # User documentation: which node answers for an address
 //
@@ -113,7 +123,11 @@
 // node takes only the addresses it scores highest for, and when a node
 // fails only its own addresses move, to the node that scores next. The new
 // node sends gratuitous ARP / unsolicited neighbour advertisements so that
-// clients and switches learn the move at once.
+// clients and switches learn the move at once. A move breaks the
+// connections open through the old node. With externalTrafficPolicy: Local
+// the set of nodes that can be elected follows the Service's pods: the
+// address moves when its node loses its last endpoint, and it can also move
+// when a new endpoint starts on a node that scores higher.
 //
 // The two addresses of a dual-stack Service, and every address shared by
 // Services through allow-shared-ip, are always answered by one node (unless
