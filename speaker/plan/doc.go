@@ -31,9 +31,7 @@
 //
 // An address is announced over layer 2 when it lies in a pool (node-address
 // pools excluded: the nodes own those addresses), an L2Advertisement lists
-// that pool, and at least one Service holding it has an endpoint. The pool of
-// an address is the pool whose ranges contain it; pools never overlap, so it
-// is unique, and the Service's pool annotation is not needed.
+// that pool, and at least one Service holding it has an endpoint.
 //
 // The candidates for an address are the nodes that
 //
@@ -57,12 +55,13 @@
 // address is its key. The candidates of a component are the intersection of
 // the candidates of its announced addresses; the winner is the candidate
 // with the highest rendezvous score for the key, and it announces every
-// address of the component. When that intersection is empty (a dual-stack
-// Service whose two pools are advertised on disjoint nodes, or two Local
-// Services sharing an address whose endpoints sit on different nodes), the
-// addresses are elected one by one, each among its own candidates, still with
-// the component's key: reachability comes before co-location. An address
-// without any candidate is not announced (reason NoEligibleNode). When
+// address of the component. When that intersection is empty (for instance
+// a dual-stack Service whose two pools are advertised on disjoint sets of
+// nodes), the addresses are elected one by one, each among its own
+// candidates, still with the component's key: reachability comes before
+// co-location. An address without any candidate of its own is not announced
+// (reason NoEligibleNode); that includes an address shared by two Local
+// Services whose endpoints sit on different nodes. When
 // Services join or split components (a new dual-stack family, a new sharer)
 // the component's key can change and its addresses can move: co-location
 // has that price.
@@ -114,8 +113,9 @@
 // selected by an L2Advertisement of the address's IPAddressPool (through
 // spec.nodeSelectors; no selectors means every node). For a Service with
 // externalTrafficPolicy: Local, only nodes running a ready endpoint of the
-// Service can be elected, so the client's source address is kept and no
-// second hop is needed. A Service with no endpoint at all is not announced.
+// Service (or, while none is ready anywhere, a serving one) can be elected,
+// so the client's source address is kept and no second hop is needed. A
+// Service with no endpoint at all is not announced.
 //
 // Among the nodes that can be elected, each address goes to the one that
 // scores highest in a hash of the node name and the address. Addresses
@@ -133,9 +133,9 @@
 // Services through allow-shared-ip, are always answered by one node (unless
 // no node can serve them all; then each address is elected on its own).
 //
-// If spec.interfaces is set in the L2Advertisements that select the elected
-// node, it answers only on those interfaces (their union); otherwise it
-// answers on every interface.
+// If the L2Advertisements of the pool that select the elected node set
+// spec.interfaces, the node answers only on those interfaces (their union);
+// if one of them sets none, it answers on all its interfaces.
 //
 // If the speakers cannot see each other (a network partition), each side
 // elects among the speakers it sees, and an address can be answered from
