@@ -104,6 +104,7 @@ bench:
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz Fuzz -fuzztime $(FUZZTIME) ./ipam/
+	$(GO) test -run '^$$' -fuzz Fuzz -fuzztime $(FUZZTIME) ./speaker/plan/
 
 tools: $(CONTROLLER_GEN) $(STATICCHECK) shellcheck
 

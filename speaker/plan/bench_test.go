@@ -1,0 +1,111 @@
+package plan
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/herald-lb/herald/config"
+)
+
+// benchInputs is a cluster of 100 nodes in four zones (two of them NotReady
+// for networking or excluded, two speakers down) with 1,000 Services over
+// three pools: a quarter dual-stack, a third Local with one to three
+// endpoint nodes, one in twenty without endpoints, one in ten sharing the
+// address of the Service before it. Four L2Advertisements, three with node
+// selectors and interfaces.
+func benchInputs() Inputs {
+	r := rand.New(rand.NewPCG(42, 42))
+	cfg := conf([]*config.Pool{
+		pool("v4", "10.0.0.0/16"),
+		pool("v6", "fd00::/112"),
+		pool("mixed", "10.1.0.0/16", "fd01::/112"),
+	},
+		adv("all-v4", []string{"v4"}, nil),
+		adv("v4-zone-c", []string{"v4"}, []string{"zone=c"}, "eth2"),
+		adv("v6-ab", []string{"v6"}, []string{"zone in (a,b)"}, "eth0"),
+		adv("mixed-racks", []string{"mixed"}, []string{"rack=r1", "rack=r2"}, "eth1", "bond0"),
+	)
+	in := Inputs{Config: cfg}
+	for i := range 100 {
+		n := node(fmt.Sprintf("worker-%03d", i), "zone", string(rune('a'+i%4)), "rack", fmt.Sprintf("r%d", i%5))
+		n.NetworkUnavailable = i == 17
+		n.Excluded = i == 42
+		in.Nodes = append(in.Nodes, n)
+		if i != 3 && i != 77 {
+			in.Alive = append(in.Alive, n.Name)
+		}
+	}
+	v4, v6, m4, m6 := 0, 0, 0, 0
+	for i := range 1000 {
+		s := Service{Key: fmt.Sprintf("ns%d/svc-%d", i%7, i)}
+		switch {
+		case i%10 == 9:
+			s.Addrs = in.Services[i-1].Addrs
+		case i%4 == 0:
+			m4++
+			m6++
+			s.Addrs = []netip.Addr{netip.AddrFrom4([4]byte{10, 1, byte(m4 >> 8), byte(m4)}),
+				netip.AddrFrom16([16]byte{0: 0xfd, 1: 1, 14: byte(m6 >> 8), 15: byte(m6)})}
+		case i%2 == 0:
+			v6++
+			s.Addrs = []netip.Addr{netip.AddrFrom16([16]byte{0: 0xfd, 14: byte(v6 >> 8), 15: byte(v6)})}
+		default:
+			v4++
+			s.Addrs = []netip.Addr{netip.AddrFrom4([4]byte{10, 0, byte(v4 >> 8), byte(v4)})}
+		}
+		switch {
+		case i%20 == 7:
+		case i%3 == 0 && i%10 != 9:
+			s.Local = true
+			for range 1 + r.IntN(3) {
+				s.EndpointNodes = append(s.EndpointNodes, in.Nodes[r.IntN(100)].Name)
+			}
+		default:
+			for range 3 {
+				s.EndpointNodes = append(s.EndpointNodes, in.Nodes[r.IntN(100)].Name)
+			}
+		}
+		in.Services = append(in.Services, s)
+	}
+	return in
+}
+
+// TestBenchInputs keeps the benchmark honest: most addresses are announced,
+// some are not, and many nodes take part.
+func TestBenchInputs(t *testing.T) {
+	res := Compute(benchInputs())
+	nodes := map[string]bool{}
+	for _, a := range res.L2 {
+		nodes[a.Node] = true
+	}
+	reasons := map[Reason]int{}
+	for _, s := range res.L2Skipped {
+		reasons[s.Reason]++
+	}
+	t.Logf("%d announced on %d nodes, skipped: %v", len(res.L2), len(nodes), reasons)
+	if len(res.L2) < 900 || reasons[NoEndpoints] == 0 || reasons[NoEligibleNode] == 0 || len(nodes) < 80 {
+		t.Errorf("%d announced on %d nodes, skipped: %v", len(res.L2), len(nodes), reasons)
+	}
+}
+
+// BenchmarkCompute is one full plan of 1,000 Services over 100 nodes.
+func BenchmarkCompute(b *testing.B) {
+	in := benchInputs()
+	b.ReportAllocs()
+	cpu := processCPU()
+	for b.Loop() {
+		Compute(in)
+	}
+	b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkFor is one node picking its part of a plan.
+func BenchmarkFor(b *testing.B) {
+	res := Compute(benchInputs())
+	b.ReportAllocs()
+	for b.Loop() {
+		res.For("worker-050")
+	}
+}
