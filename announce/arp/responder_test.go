@@ -1,0 +1,318 @@
+package arp
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/herald-lb/herald/announce/internal/l2"
+	"github.com/herald-lb/herald/internal/netnstest"
+	mdarp "github.com/mdlayher/arp"
+)
+
+var lbAddr = netip.MustParseAddr("192.0.2.50")
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return nil
+}
+
+// startIn starts a responder inside ns, closed at cleanup.
+func startIn(t *testing.T, ns *netnstest.NS, o Options) *Responder {
+	t.Helper()
+	h, err := l2.HostAt(ns.Handle())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.NL.Close)
+	o.host = h
+	if o.Logger == nil {
+		o.Logger = testLogger(t)
+	}
+	r := New(o)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// prober is an ARP client in a namespace, built on mdlayher/arp (an
+// implementation independent of the one under test).
+type prober struct {
+	t   *testing.T
+	c   *mdarp.Client
+	mac net.HardwareAddr
+	ip  netip.Addr
+}
+
+func newProber(t *testing.T, ns *netnstest.NS, ifname string) *prober {
+	t.Helper()
+	var c *mdarp.Client
+	if err := ns.Run(func() error {
+		ifi, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		c, err = mdarp.Dial(ifi)
+		return err
+	}); err != nil {
+		t.Fatalf("ARP client in %s: %v", ns.Name, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &prober{t: t, c: c, mac: c.HardwareAddr(), ip: netip.MustParseAddr("192.0.2.100")}
+}
+
+// ask sends one request for target (to dst: broadcast, or a MAC for a
+// unicast NUD probe; from senderIP, 0.0.0.0 for an RFC 5227 probe) and
+// returns the MACs of every reply for target seen within wait.
+func (p *prober) ask(target netip.Addr, dst net.HardwareAddr, senderIP netip.Addr, wait time.Duration) []string {
+	p.t.Helper()
+	pkt, err := mdarp.NewPacket(mdarp.OperationRequest, p.mac, senderIP, make(net.HardwareAddr, 6), target)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if err := p.c.WriteTo(pkt, dst); err != nil {
+		p.t.Fatal(err)
+	}
+	var macs []string
+	deadline := time.Now().Add(wait)
+	p.c.SetReadDeadline(deadline)
+	for time.Now().Before(deadline) {
+		r, _, err := p.c.Read()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				break
+			}
+			continue // not ARP, or not parseable by the client
+		}
+		// Replies to this request only: gratuitous replies (to broadcast)
+		// are not answers.
+		if r.Operation == mdarp.OperationReply && r.SenderIP == target && bytes.Equal(r.TargetHardwareAddr, p.mac) {
+			macs = append(macs, r.SenderHardwareAddr.String())
+		}
+	}
+	return macs
+}
+
+// TestClientResolves: the client's kernel resolves the owned address to the
+// responder's MAC on its own (no ARP tooling), from plain UDP traffic.
+func TestClientResolves(t *testing.T) {
+	lan := netnstest.NewLAN(netnstest.New(t, "arp"), 1)
+	a := lan.Nodes[0]
+	r := startIn(t, a, Options{})
+	if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	cl := lan.Client.Netlink()
+	idx := lan.Client.Index("eth0")
+	if err := lan.Client.SendUDP(netip.AddrPortFrom(lbAddr, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := netnstest.WaitNeigh(cl, idx, lbAddr, a.MAC("eth0"), 3*time.Second); !ok {
+		mac, state := netnstest.Neigh(cl, idx, lbAddr)
+		t.Fatalf("client neighbour entry for %s = %s %s, want %s", lbAddr, mac, state, a.MAC("eth0"))
+	}
+	if s := r.Stats()["eth0"]; s.Answered == 0 || s.Gratuitous == 0 || s.Malformed != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestExactlyOneAnswer: with the address owned by A only, one request gets
+// exactly one reply, from A; none from B (running, owning another address)
+// or any kernel; unicast NUD probes and RFC 5227 probes are answered too; an
+// address owned on another interface of A is not answered on this one; and
+// after A loses the address, or closes, nothing answers.
+func TestExactlyOneAnswer(t *testing.T) {
+	lab := netnstest.New(t, "arp")
+	lan := netnstest.NewLAN(lab, 2)
+	a, b := lan.Nodes[0], lan.Nodes[1]
+	// A second interface on A, to a namespace of its own.
+	side := lab.NS("side")
+	netnstest.Veth(a, "eth1", side, "eth0", "")
+
+	ra := startIn(t, a, Options{Gratuitous: 1})
+	rb := startIn(t, b, Options{Gratuitous: 1})
+	other := netip.MustParseAddr("192.0.2.51")
+	if err := rb.Set(map[netip.Addr][]string{other: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := newProber(t, lan.Client, "eth0")
+	macA := a.MAC("eth0").String()
+	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	one := func(what string, got []string) {
+		t.Helper()
+		if len(got) != 1 || got[0] != macA {
+			t.Fatalf("%s: replies from %q, want exactly one from %s", what, got, macA)
+		}
+	}
+	one("broadcast request", p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond))
+	one("unicast NUD probe", p.ask(lbAddr, a.MAC("eth0"), p.ip, 300*time.Millisecond))
+	one("RFC 5227 probe", p.ask(lbAddr, bcast, netip.AddrFrom4([4]byte{}), 300*time.Millisecond))
+	if got := p.ask(other, bcast, p.ip, 300*time.Millisecond); len(got) != 1 || got[0] != b.MAC("eth0").String() {
+		t.Fatalf("B's address: replies %q, want B only", got)
+	}
+
+	// Owned on A's other interface only: nobody answers on the LAN.
+	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond); len(got) != 0 {
+		t.Fatalf("owned on eth1 only, replies on eth0 from %q", got)
+	}
+	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	one("owned again", p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond))
+
+	// Lost: Set returns with answering already stopped.
+	if err := ra.Set(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond); len(got) != 0 {
+		t.Fatalf("after losing the address, replies from %q", got)
+	}
+	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	one("regained", p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond))
+	if err := ra.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond); len(got) != 0 {
+		t.Fatalf("after Close, replies from %q", got)
+	}
+	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); !errors.Is(err, l2.ErrClosed) {
+		t.Fatalf("Set after Close = %v", err)
+	}
+}
+
+// TestTakeover: the address moves from A to B; the client, sending nothing,
+// switches to B's MAC from the gratuitous ARP alone.
+func TestTakeover(t *testing.T) {
+	lan := netnstest.NewLAN(netnstest.New(t, "arp"), 2)
+	a, b := lan.Nodes[0], lan.Nodes[1]
+	ra := startIn(t, a, Options{})
+	rb := startIn(t, b, Options{})
+	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	cl := lan.Client.Netlink()
+	idx := lan.Client.Index("eth0")
+	if err := lan.Client.SendUDP(netip.AddrPortFrom(lbAddr, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := netnstest.WaitNeigh(cl, idx, lbAddr, a.MAC("eth0"), 3*time.Second); !ok {
+		t.Fatal("client never resolved the address to A")
+	}
+	// Let A's own gratuitous rounds finish so that only B speaks next.
+	time.Sleep(100 * time.Millisecond)
+
+	if err := ra.Set(nil); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := rb.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, ok := netnstest.WaitNeigh(cl, idx, lbAddr, b.MAC("eth0"), 3*time.Second)
+	took := time.Since(start)
+	if !ok {
+		mac, state := netnstest.Neigh(cl, idx, lbAddr)
+		t.Fatalf("client entry stayed %s %s, want B %s", mac, state, b.MAC("eth0"))
+	}
+	t.Logf("client switched to B %v after the call to Set (the first gratuitous ARP is sent inside Set)", took)
+	if took > 500*time.Millisecond {
+		t.Fatalf("switch took %v: not the gratuitous ARP", took)
+	}
+	if s := rb.Stats()["eth0"]; s.Gratuitous == 0 {
+		t.Fatalf("B stats %+v", s)
+	}
+}
+
+// TestInterfaceComesBack: the interface vanishes and comes back with a new
+// index and MAC; the responder reopens on its own and answers with the new
+// MAC.
+func TestInterfaceComesBack(t *testing.T) {
+	lab := netnstest.New(t, "arp")
+	lan := netnstest.NewLAN(lab, 1)
+	a := lan.Nodes[0]
+	r := startIn(t, a, Options{Gratuitous: 1})
+	// Owned on an interface that does not exist yet: Set succeeds.
+	if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0", "eth7"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := newProber(t, lan.Client, "eth0")
+	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	if got := p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond); len(got) != 1 {
+		t.Fatalf("replies %q", got)
+	}
+	old := a.MAC("eth0")
+	a.IP("link", "del", "eth0")
+	netnstest.Veth(a, "eth0", lan.Bridge, "p-a2", "br0")
+	newMAC := a.MAC("eth0")
+	if bytes.Equal(old, newMAC) {
+		t.Fatal("recreated veth kept its MAC")
+	}
+	ok := netnstest.Eventually(5*time.Second, func() bool {
+		got := p.ask(lbAddr, bcast, p.ip, 100*time.Millisecond)
+		return len(got) == 1 && got[0] == newMAC.String()
+	})
+	if !ok {
+		t.Fatalf("no answer with the new MAC %s after the interface came back", newMAC)
+	}
+}
+
+// TestMalformedCounted: a malformed ARP frame is dropped and counted; the
+// responder keeps answering.
+func TestMalformedCounted(t *testing.T) {
+	lan := netnstest.NewLAN(netnstest.New(t, "arp"), 1)
+	a := lan.Nodes[0]
+	r := startIn(t, a, Options{Gratuitous: 1})
+	if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	var c *packetConn
+	if err := lan.Client.Run(func() (err error) {
+		c, err = openPacket(lan.Client.Index("eth0"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	cm := lan.Client.MAC("eth0")
+	bad := encode(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, cm, opRequest, cm, netip.MustParseAddr("192.0.2.100"), zeroHW, lbAddr)
+	bad[18] = 7 // hardware address length
+	if err := c.write(bad); err != nil {
+		t.Fatal(err)
+	}
+	if !netnstest.Eventually(2*time.Second, func() bool { return r.Stats()["eth0"].Malformed == 1 }) {
+		t.Fatalf("stats %+v", r.Stats())
+	}
+	p := newProber(t, lan.Client, "eth0")
+	if got := p.ask(lbAddr, net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, p.ip, 300*time.Millisecond); len(got) != 1 {
+		t.Fatalf("replies %q", got)
+	}
+}
+
+func TestSetValidates(t *testing.T) {
+	r := New(Options{})
+	defer r.Close()
+	err := r.Set(map[netip.Addr][]string{
+		netip.MustParseAddr("2001:db8::1"): {"eth0"},
+		netip.MustParseAddr("224.0.0.1"):   {"eth0"},
+		netip.MustParseAddr("192.0.2.9"):   {"", "this-name-is-too-long"},
+	})
+	if err == nil {
+		t.Fatal("no error for invalid entries")
+	}
+	t.Log(err)
+}
