@@ -77,7 +77,7 @@ func parseRequest(frame []byte) (request, error) {
 	if op != opRequest {
 		return request{}, errNotRequest
 	}
-	if r.Target.IsUnspecified() || r.Target.IsMulticast() {
+	if r.Target.IsUnspecified() || r.Target.IsMulticast() || r.Target == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
 		return request{}, fmt.Errorf("target %s", r.Target)
 	}
 	return r, nil

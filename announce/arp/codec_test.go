@@ -65,6 +65,7 @@ func TestParseRequest(t *testing.T) {
 		{name: "broadcast sender IP", frame: encode(broadcast, macC, opRequest, macC, netip.MustParseAddr("255.255.255.255"), zeroHW, ipLB), wantErr: "sender protocol"},
 		{name: "multicast sender IP", frame: encode(broadcast, macC, opRequest, macC, netip.MustParseAddr("224.0.0.1"), zeroHW, ipLB), wantErr: "sender protocol"},
 		{name: "target 0.0.0.0", frame: encode(broadcast, macC, opRequest, macC, ipC, zeroHW, zero4), wantErr: "target"},
+		{name: "broadcast target (found by FuzzARPParse)", frame: encode(broadcast, macC, opRequest, macC, ipC, zeroHW, netip.MustParseAddr("255.255.255.255")), wantErr: "target"},
 		{name: "multicast target", frame: encode(broadcast, macC, opRequest, macC, ipC, zeroHW, netip.MustParseAddr("239.1.2.3")), wantErr: "target"},
 	}
 	for _, tt := range tests {
