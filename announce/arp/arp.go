@@ -191,5 +191,5 @@ func (l *link) claimed(req request) {
 		return
 	}
 	l.lastClaim = time.Now()
-	l.log.Warn("another host announces an address this node owns", "address", req.Target, "mac", req.SenderHW)
+	l.log.Warn("another host announces an address this node owns", "address", req.Target, "mac", req.SenderHW.String())
 }

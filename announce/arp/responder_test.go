@@ -76,6 +76,16 @@ func (p *prober) ask(target netip.Addr, dst net.HardwareAddr, senderIP netip.Add
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	// Drop what arrived earlier (answers to the kernel's own requests).
+	p.c.SetReadDeadline(time.Now())
+	for {
+		if _, _, err := p.c.Read(); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				break
+			}
+		}
+	}
 	if err := p.c.WriteTo(pkt, dst); err != nil {
 		p.t.Fatal(err)
 	}

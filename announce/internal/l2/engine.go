@@ -486,10 +486,10 @@ func (e *Engine) openLocked(st *ifState, now time.Time) {
 	st.owned.store(nil)
 	st.checkAt = now.Add(e.cfg.Check)
 	if st.failing {
-		e.log.Info("answering on interface again", "interface", st.name, "mac", ifi.MAC)
+		e.log.Info("answering on interface again", "interface", st.name, "mac", ifi.MAC.String())
 		st.failing = false
 	} else {
-		e.log.Debug("listening", "interface", st.name, "mac", ifi.MAC)
+		e.log.Debug("listening", "interface", st.name, "mac", ifi.MAC.String())
 	}
 	c := e.counter(st.name)
 	e.serving.Add(1)
@@ -523,7 +523,7 @@ func (e *Engine) checkLocked(st *ifState, now time.Time) {
 	}
 	if ifi.Index != st.ifi.Index || !bytes.Equal(ifi.MAC, st.ifi.MAC) {
 		e.log.Info("interface changed; reopening", "interface", st.name,
-			"index", ifi.Index, "mac", ifi.MAC, "oldIndex", st.ifi.Index, "oldMac", st.ifi.MAC)
+			"index", ifi.Index, "mac", ifi.MAC.String(), "oldIndex", st.ifi.Index, "oldMac", st.ifi.MAC.String())
 		e.closeLink(st)
 		st.retryAt = now
 		return
