@@ -102,6 +102,8 @@ type Config struct {
 	// Check is the period of interface re-checks (index, MAC, carrier)
 	// and of retries of failed node state (1s).
 	Check time.Duration
+	// Lookup finds an interface by name; default: netlink in Host.
+	Lookup func(name string) (Iface, error)
 }
 
 type ifState struct {
@@ -169,6 +171,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.Check <= 0 {
 		cfg.Check = time.Second
+	}
+	if cfg.Lookup == nil {
+		cfg.Lookup = cfg.Host.lookup
 	}
 	e := &Engine{
 		cfg:      cfg,
@@ -455,8 +460,10 @@ func (e *Engine) counter(name string) *Counters {
 	return c
 }
 
-func (e *Engine) lookup(name string) (Iface, error) {
-	l, err := e.cfg.Host.NL.LinkByName(name)
+func (e *Engine) lookup(name string) (Iface, error) { return e.cfg.Lookup(name) }
+
+func (h *Host) lookup(name string) (Iface, error) {
+	l, err := h.NL.LinkByName(name)
 	if err != nil {
 		return Iface{}, fmt.Errorf("interface %s: %w", name, err)
 	}
