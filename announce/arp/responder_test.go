@@ -326,3 +326,33 @@ func TestSetValidates(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestNoNodeState: the ARP responder configures nothing on the node: no
+// address, route, neighbour or proxy entry that would make a kernel answer
+// ARP for the address (the "address on lo" trap).
+func TestNoNodeState(t *testing.T) {
+	lan := netnstest.NewLAN(netnstest.New(t, "arp"), 1)
+	a := lan.Nodes[0]
+	snapshot := func() string {
+		return a.IP("addr") + a.IP("route", "show", "table", "all") + a.IP("-4", "neigh", "show", "proxy")
+	}
+	// Let the kernel finish setting up the new namespace (IPv6 routes of
+	// fresh addresses appear asynchronously).
+	before := snapshot()
+	for i := 0; i < 50; i++ {
+		time.Sleep(50 * time.Millisecond)
+		now := snapshot()
+		if now == before {
+			break
+		}
+		before = now
+	}
+	r := startIn(t, a, Options{Gratuitous: 1})
+	if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if after := snapshot(); after != before {
+		t.Fatalf("node state changed:\n--- before\n%s\n--- after\n%s", before, after)
+	}
+}

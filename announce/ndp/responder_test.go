@@ -519,3 +519,31 @@ func TestCheckAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestInterfaceComesBack: the interface vanishes (the raw socket gets no
+// error for that) and comes back with a new index and MAC; the responder
+// notices, reopens, rejoins the group and answers with the new MAC.
+func TestInterfaceComesBack(t *testing.T) {
+	lan := netnstest.NewLAN(netnstest.New(t, "ndp"), 1)
+	a := lan.Nodes[0]
+	r := startIn(t, a, Options{Gratuitous: 1})
+	if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := newProber(t, lan.Client, "eth0")
+	cm := lan.Client.MAC("eth0")
+	sn := solicitedNode(lbAddr)
+	if got := p.ask(lbAddr, sn, cm, 300*time.Millisecond); len(got) != 1 {
+		t.Fatalf("advertisements %q", got)
+	}
+	a.IP("link", "del", "eth0")
+	netnstest.Veth(a, "eth0", lan.Bridge, "p-a2", "br0")
+	newMAC := a.MAC("eth0").String()
+	ok := netnstest.Eventually(5*time.Second, func() bool {
+		got := p.ask(lbAddr, sn, cm, 100*time.Millisecond)
+		return len(got) == 1 && got[0] == newMAC
+	})
+	if !ok {
+		t.Fatalf("no answer with the new MAC %s after the interface came back", newMAC)
+	}
+}
