@@ -108,9 +108,9 @@ func (proto) Check(a netip.Addr) (netip.Addr, error) {
 	return a, nil
 }
 
-func (proto) Gain(h *l2.Host, a netip.Addr) error { return addLocalRoute(h, a) }
-func (proto) Lose(h *l2.Host, a netip.Addr) error { return delLocalRoute(h, a) }
-func (proto) Reset(h *l2.Host) (int, error)       { return removeOwnRoutes(h) }
+func (p proto) Gain(h *l2.Host, a netip.Addr) error { return addLocalRoute(h, p.log, a) }
+func (proto) Lose(h *l2.Host, a netip.Addr) error   { return delLocalRoute(h, a) }
+func (proto) Reset(h *l2.Host) (int, error)         { return removeOwnRoutes(h) }
 
 func (p proto) Open(h *l2.Host, ifi l2.Iface) (l2.Link, error) {
 	var c *icmpConn

@@ -477,8 +477,8 @@ func TestLocalRoutes(t *testing.T) {
 	if got := strings.Join(ownRouteDsts(t, a), " "); got != "2001:db8::51/128" {
 		t.Fatalf("routes after losing one: %q", got)
 	}
-	// An address the node has on an interface keeps its kernel route: the
-	// responder reports that and answers anyway.
+	// An address the node has on an interface (kube-proxy IPVS mode) is
+	// local already: the kernel's route is left alone, none is added.
 	a.IP("-6", "addr", "add", "2001:db8::52/128", "dev", "eth0")
 	kernelRoute := func(dst string) bool {
 		return strings.Contains(a.IP("-6", "route", "show", "table", "local", dst), "proto kernel")

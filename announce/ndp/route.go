@@ -3,6 +3,7 @@ package ndp
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 
@@ -13,9 +14,11 @@ import (
 
 // RouteProtocol marks the routes the NDP responder adds (the rtm_protocol
 // field; `ip -6 route show table local proto 243`). 243 is not assigned in
-// iproute2's rt_protos nor used by the usual routing daemons. The responder
-// removes every route carrying it when it starts (what a crashed run left
-// behind) and when it closes, so nothing else may use this number.
+// iproute2's rt_protos nor used by the usual routing daemons (FRR, BIRD,
+// GoBGP, keepalived, DHCP clients). The responder removes every IPv6 route
+// carrying it, in any table, when it starts (what a crashed run left behind)
+// and when it closes, so nothing else on the node may use this number.
+// Removing by hand: `ip -6 route flush table local proto 243`.
 const RouteProtocol = 243
 
 // The local route: `local <addr>/128 dev lo table local proto 243`.
@@ -47,9 +50,12 @@ func hostRoute(a netip.Addr, lo int) *netlink.Route {
 	}
 }
 
-func addLocalRoute(h *l2.Host, a netip.Addr) error {
-	// A local route for a already: ours (nothing to do), or the kernel's
-	// for an address configured on this node (leave it alone, say so).
+// addLocalRoute makes a local unless it is already: by a route of ours, or
+// by the kernel's route for an address configured on the node (kube-proxy's
+// IPVS mode puts Service addresses on kube-ipvs0). The latter is left alone:
+// a is local, which is all that is needed, and the kernel answers
+// solicitations only on the interface that has the address.
+func addLocalRoute(h *l2.Host, log *slog.Logger, a netip.Addr) error {
 	rs, err := h.NL.RouteListFiltered(netlink.FAMILY_V6,
 		&netlink.Route{Table: unix.RT_TABLE_LOCAL, Dst: hostRoute(a, 0).Dst}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
 	if err != nil {
@@ -62,7 +68,8 @@ func addLocalRoute(h *l2.Host, a netip.Addr) error {
 	}
 	for _, r := range rs {
 		if r.Type == unix.RTN_LOCAL {
-			return fmt.Errorf("%s is already local on this node (an interface address?): not adding a route", a)
+			log.Debug("address already local on this node; no route added", "address", a, "routeProtocol", int(r.Protocol))
+			return nil
 		}
 	}
 	lo, err := h.NL.LinkByName("lo")
