@@ -135,7 +135,7 @@ func TestClientResolves(t *testing.T) {
 
 // TestExactlyOneAnswer: with the address owned by A only, one request gets
 // exactly one reply, from A; none from B (running, owning another address)
-// or any kernel; unicast NUD probes and RFC 5227 probes are answered too; an
+// or any kernel (the count does see a kernel answer: the lo trap); unicast NUD probes and RFC 5227 probes are answered too; an
 // address owned on another interface of A is not answered on this one; and
 // after A loses the address, or closes, nothing answers.
 func TestExactlyOneAnswer(t *testing.T) {
@@ -170,6 +170,15 @@ func TestExactlyOneAnswer(t *testing.T) {
 	if got := p.ask(other, bcast, p.ip, 300*time.Millisecond); len(got) != 1 || got[0] != b.MAC("eth0").String() {
 		t.Fatalf("B's address: replies %q, want B only", got)
 	}
+
+	// The trap the responder avoids, to show this count sees kernel answers:
+	// the address on B's lo makes B's kernel answer ARP for it on eth0.
+	b.IP("addr", "add", lbAddr.String()+"/32", "dev", "lo")
+	if got := p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond); len(got) != 2 {
+		t.Fatalf("with the address on B's lo: replies from %q, want A and B's kernel", got)
+	}
+	b.IP("addr", "del", lbAddr.String()+"/32", "dev", "lo")
+	one("address off B's lo", p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond))
 
 	// Owned on A's other interface only: nobody answers on the LAN.
 	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth1"}}); err != nil {
