@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,34 @@ type Lab struct {
 func New(t testing.TB, tag string) *Lab {
 	t.Helper()
 	RequireRoot(t)
+	sweep("hlt-" + tag + "-")
 	return &Lab{t: t, prefix: fmt.Sprintf("hlt-%s-%d-", tag, os.Getpid())}
+}
+
+// sweep removes namespaces named <prefix><pid>-* whose test process is
+// gone (a run killed before its cleanup).
+func sweep(prefix string) {
+	entries, err := os.ReadDir("/var/run/netns")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok {
+			continue
+		}
+		pid, _, ok := strings.Cut(rest, "-")
+		if !ok || pid == fmt.Sprint(os.Getpid()) {
+			continue
+		}
+		if _, err := strconv.Atoi(pid); err != nil {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue // still running
+		}
+		_ = exec.Command("ip", "netns", "del", e.Name()).Run()
+	}
 }
 
 // NS is one network namespace.
