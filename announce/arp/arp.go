@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/herald-lb/herald/announce/internal/l2"
@@ -122,8 +121,7 @@ type link struct {
 	ifi l2.Iface
 	log *slog.Logger
 
-	mu        sync.Mutex
-	lastClaim time.Time // rate limit for conflict warnings
+	lastClaim time.Time // rate limit for conflict warnings (Serve only)
 }
 
 func (l *link) Update([]netip.Addr) error { return nil }
@@ -185,8 +183,6 @@ func (l *link) Serve(owned *l2.Owned, c *l2.Counters) error {
 }
 
 func (l *link) claimed(req request) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if time.Since(l.lastClaim) < 10*time.Second {
 		return
 	}

@@ -29,8 +29,9 @@ func openPacket(ifindex int) (*packetConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("AF_PACKET socket: %w", err)
 	}
-	// Frames the node sends would come back to the socket; the kernel can
-	// drop them (Linux 4.20+). Serve filters by source MAC as well.
+	// Outgoing frames reach only ETH_P_ALL sockets, not this one; say so
+	// anyway (Linux 4.20+) in case of a wider binding. Own frames reflected
+	// back by the LAN are dropped by source MAC in Serve.
 	_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ARP), Ifindex: ifindex}); err != nil {
 		unix.Close(fd)

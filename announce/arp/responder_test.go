@@ -2,11 +2,13 @@ package arp
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,7 +222,8 @@ func TestTakeover(t *testing.T) {
 	lan := netnstest.NewLAN(netnstest.New(t, "arp"), 2)
 	a, b := lan.Nodes[0], lan.Nodes[1]
 	ra := startIn(t, a, Options{})
-	rb := startIn(t, b, Options{})
+	warnB := &warnings{}
+	rb := startIn(t, b, Options{Logger: slog.New(warnB)})
 	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -252,9 +255,58 @@ func TestTakeover(t *testing.T) {
 	if took > 500*time.Millisecond {
 		t.Fatalf("switch took %v: not the gratuitous ARP", took)
 	}
-	if s := rb.Stats()["eth0"]; s.Gratuitous == 0 {
+	if s := rb.Stats()["eth0"]; s.Gratuitous == 0 || s.Malformed != 0 {
 		t.Fatalf("B stats %+v", s)
 	}
+	// B's own frames coming back (a loop in the LAN; outgoing frames never
+	// reach an ETH_P_ARP socket) are ignored: its gratuitous request is not
+	// another host's claim, and a request from its own MAC is not answered.
+	// The client sends copies with B's MAC as the source.
+	var c *packetConn
+	if err := lan.Client.Run(func() (err error) {
+		c, err = openPacket(idx)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	macB := b.MAC("eth0")
+	garp, _ := gratuitous(lbAddr, macB)
+	ask := encode(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, macB, opRequest, macB, netip.MustParseAddr("192.0.2.2"), zeroHW, lbAddr)
+	before := rb.Stats()["eth0"].Answered
+	for _, f := range [][]byte{garp, ask} {
+		if err := c.write(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if w := warnB.get(); len(w) != 0 {
+		t.Fatalf("B warned about its own frames: %q", w)
+	}
+	if n := rb.Stats()["eth0"].Answered; n != before {
+		t.Fatalf("B answered its own request (%d answers, %d before)", n, before)
+	}
+}
+
+// warnings collects warning messages.
+type warnings struct {
+	mu  sync.Mutex
+	msg []string
+}
+
+func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msg = append(w.msg, r.Message)
+	return nil
+}
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+func (w *warnings) get() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.msg...)
 }
 
 // TestInterfaceComesBack: the interface vanishes and comes back with a new
