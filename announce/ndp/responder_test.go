@@ -320,6 +320,16 @@ func TestTakeover(t *testing.T) {
 	if took > 500*time.Millisecond {
 		t.Fatalf("switch took %v: not the unsolicited advertisement", took)
 	}
+	// A solicitation carrying B's own MAC (its own frame, reflected) is not
+	// answered; the same from the client's MAC is.
+	p := newProber(t, lan.Client, "eth0")
+	sn := solicitedNode(lbAddr)
+	if got := p.ask(lbAddr, sn, b.MAC("eth0"), 300*time.Millisecond); len(got) != 0 {
+		t.Fatalf("B answered a solicitation from its own MAC: %q", got)
+	}
+	if got := p.ask(lbAddr, sn, lan.Client.MAC("eth0"), 300*time.Millisecond); len(got) != 1 {
+		t.Fatalf("advertisements %q, want one from B", got)
+	}
 }
 
 // TestNUDOneWayStream: a one-way UDP stream to the owned address, with the
