@@ -69,6 +69,23 @@ func newProber(t *testing.T, ns *netnstest.NS, ifname string) *prober {
 	return &prober{t: t, c: c, mac: c.HardwareAddr(), ip: netip.MustParseAddr("192.0.2.100")}
 }
 
+// How long ask waits: for an answer that should come (loaded machines are
+// slow to schedule the responder), and for silence that should last.
+// Duplicates arrive within microseconds of the first answer: after one,
+// ask waits only a settling time more.
+const (
+	answered = 3 * time.Second
+	silence  = 500 * time.Millisecond
+	settleIn = 250 * time.Millisecond
+)
+
+func settle(deadline time.Time) time.Time {
+	if d := time.Now().Add(settleIn); d.Before(deadline) {
+		return d
+	}
+	return deadline
+}
+
 // ask sends one request for target (to dst: broadcast, or a MAC for a
 // unicast NUD probe; from senderIP, 0.0.0.0 for an RFC 5227 probe) and
 // returns the MACs of every reply for target seen within wait.
@@ -107,6 +124,8 @@ func (p *prober) ask(target netip.Addr, dst net.HardwareAddr, senderIP netip.Add
 		// are not answers.
 		if r.Operation == mdarp.OperationReply && r.SenderIP == target && bytes.Equal(r.TargetHardwareAddr, p.mac) {
 			macs = append(macs, r.SenderHardwareAddr.String())
+			deadline = settle(deadline)
+			p.c.SetReadDeadline(deadline)
 		}
 	}
 	return macs
@@ -166,49 +185,49 @@ func TestExactlyOneAnswer(t *testing.T) {
 			t.Fatalf("%s: replies from %q, want exactly one from %s", what, got, macA)
 		}
 	}
-	one("broadcast request", p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond))
-	one("unicast NUD probe", p.ask(lbAddr, a.MAC("eth0"), p.ip, 300*time.Millisecond))
-	one("RFC 5227 probe", p.ask(lbAddr, bcast, netip.AddrFrom4([4]byte{}), 300*time.Millisecond))
-	if got := p.ask(other, bcast, p.ip, 300*time.Millisecond); len(got) != 1 || got[0] != b.MAC("eth0").String() {
+	one("broadcast request", p.ask(lbAddr, bcast, p.ip, answered))
+	one("unicast NUD probe", p.ask(lbAddr, a.MAC("eth0"), p.ip, answered))
+	one("RFC 5227 probe", p.ask(lbAddr, bcast, netip.AddrFrom4([4]byte{}), answered))
+	if got := p.ask(other, bcast, p.ip, answered); len(got) != 1 || got[0] != b.MAC("eth0").String() {
 		t.Fatalf("B's address: replies %q, want B only", got)
 	}
 
 	// The trap the responder avoids, to show this count sees kernel answers:
 	// the address on B's lo makes B's kernel answer ARP for it on eth0.
 	b.IP("addr", "add", lbAddr.String()+"/32", "dev", "lo")
-	if got := p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond); len(got) != 2 {
+	if got := p.ask(lbAddr, bcast, p.ip, answered); len(got) != 2 {
 		t.Fatalf("with the address on B's lo: replies from %q, want A and B's kernel", got)
 	}
 	b.IP("addr", "del", lbAddr.String()+"/32", "dev", "lo")
-	one("address off B's lo", p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond))
+	one("address off B's lo", p.ask(lbAddr, bcast, p.ip, answered))
 
 	// Owned on A's other interface only: nobody answers on the LAN.
 	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond); len(got) != 0 {
+	if got := p.ask(lbAddr, bcast, p.ip, silence); len(got) != 0 {
 		t.Fatalf("owned on eth1 only, replies on eth0 from %q", got)
 	}
 	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
 		t.Fatal(err)
 	}
-	one("owned again", p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond))
+	one("owned again", p.ask(lbAddr, bcast, p.ip, answered))
 
 	// Lost: Set returns with answering already stopped.
 	if err := ra.Set(nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond); len(got) != 0 {
+	if got := p.ask(lbAddr, bcast, p.ip, silence); len(got) != 0 {
 		t.Fatalf("after losing the address, replies from %q", got)
 	}
 	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
 		t.Fatal(err)
 	}
-	one("regained", p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond))
+	one("regained", p.ask(lbAddr, bcast, p.ip, answered))
 	if err := ra.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond); len(got) != 0 {
+	if got := p.ask(lbAddr, bcast, p.ip, silence); len(got) != 0 {
 		t.Fatalf("after Close, replies from %q", got)
 	}
 	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); !errors.Is(err, l2.ErrClosed) {
@@ -323,7 +342,7 @@ func TestInterfaceComesBack(t *testing.T) {
 	}
 	p := newProber(t, lan.Client, "eth0")
 	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-	if got := p.ask(lbAddr, bcast, p.ip, 300*time.Millisecond); len(got) != 1 {
+	if got := p.ask(lbAddr, bcast, p.ip, answered); len(got) != 1 {
 		t.Fatalf("replies %q", got)
 	}
 	old := a.MAC("eth0")
@@ -333,8 +352,8 @@ func TestInterfaceComesBack(t *testing.T) {
 	if bytes.Equal(old, newMAC) {
 		t.Fatal("recreated veth kept its MAC")
 	}
-	ok := netnstest.Eventually(5*time.Second, func() bool {
-		got := p.ask(lbAddr, bcast, p.ip, 100*time.Millisecond)
+	ok := netnstest.Eventually(10*time.Second, func() bool {
+		got := p.ask(lbAddr, bcast, p.ip, answered)
 		return len(got) == 1 && got[0] == newMAC.String()
 	})
 	if !ok {
@@ -369,7 +388,7 @@ func TestMalformedCounted(t *testing.T) {
 		t.Fatalf("stats %+v", r.Stats())
 	}
 	p := newProber(t, lan.Client, "eth0")
-	if got := p.ask(lbAddr, net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, p.ip, 300*time.Millisecond); len(got) != 1 {
+	if got := p.ask(lbAddr, net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, p.ip, answered); len(got) != 1 {
 		t.Fatalf("replies %q", got)
 	}
 }

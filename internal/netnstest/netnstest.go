@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
@@ -203,6 +204,23 @@ func Veth(a *NS, aName string, b *NS, bName, master string) {
 	}
 	a.IP("link", "set", aName, "up")
 	b.IP("link", "set", bName, "up")
+	a.WaitOperUp(aName)
+	b.WaitOperUp(bName)
+}
+
+// WaitOperUp waits until an interface is operationally up. Until the
+// kernel's link watcher has seen the carrier (it may take up to a second),
+// the interface silently drops what is sent on it.
+func (n *NS) WaitOperUp(ifname string) {
+	n.t.Helper()
+	h := n.Netlink()
+	ok := Eventually(5*time.Second, func() bool {
+		l, err := h.LinkByName(ifname)
+		return err == nil && l.Attrs().OperState == netlink.OperUp
+	})
+	if !ok {
+		n.t.Fatalf("%s in %s never came up", ifname, n.Name)
+	}
 }
 
 // Eventually polls cond every 20ms until it returns true or the timeout
