@@ -11,6 +11,7 @@ package arp
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -140,6 +141,13 @@ func (l *link) Serve(owned *l2.Owned, c *l2.Counters) error {
 	buf := make([]byte, 1600)
 	for {
 		n, pkttype, err := l.c.read(buf)
+		if errors.Is(err, unix.ENETDOWN) {
+			// The interface went down (reported once); the kernel resumes
+			// delivery when it comes back up. A deleted interface is
+			// caught by the engine's periodic check instead.
+			l.log.Debug("interface down")
+			continue
+		}
 		if err != nil {
 			if isClosed(err) {
 				return nil

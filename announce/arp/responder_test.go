@@ -436,3 +436,31 @@ func TestNoNodeState(t *testing.T) {
 		t.Fatalf("node state changed:\n--- before\n%s\n--- after\n%s", before, after)
 	}
 }
+
+// TestLinkDownUp: the interface goes down and up again; answering resumes
+// and the address is announced again (the LAN may have missed it).
+func TestLinkDownUp(t *testing.T) {
+	lan := netnstest.NewLAN(netnstest.New(t, "arp"), 1)
+	a := lan.Nodes[0]
+	r := startIn(t, a, Options{Gratuitous: 1})
+	if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := newProber(t, lan.Client, "eth0")
+	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	if got := p.ask(lbAddr, bcast, p.ip, answered); len(got) != 1 {
+		t.Fatalf("replies %q", got)
+	}
+	a.IP("link", "set", "eth0", "down")
+	time.Sleep(300 * time.Millisecond)
+	a.IP("link", "set", "eth0", "up")
+	a.WaitOperUp("eth0")
+	start := time.Now()
+	if got := p.ask(lbAddr, bcast, p.ip, answered); len(got) != 1 {
+		t.Fatalf("after link down/up: replies %q", got)
+	}
+	t.Logf("answered %v after the link was up again", time.Since(start))
+	if !netnstest.Eventually(3*time.Second, func() bool { return r.Stats()["eth0"].Gratuitous >= 2 }) {
+		t.Fatalf("not announced again after the link came back: %+v", r.Stats()["eth0"])
+	}
+}

@@ -576,3 +576,30 @@ func TestInterfaceComesBack(t *testing.T) {
 		t.Fatalf("no answer with the new MAC %s after the interface came back", newMAC)
 	}
 }
+
+// TestLinkDownUp: the interface goes down and up again; answering resumes
+// and the address is announced again.
+func TestLinkDownUp(t *testing.T) {
+	lan := netnstest.NewLAN(netnstest.New(t, "ndp"), 1)
+	a := lan.Nodes[0]
+	r := startIn(t, a, Options{Gratuitous: 1})
+	if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := newProber(t, lan.Client, "eth0")
+	cm := lan.Client.MAC("eth0")
+	sn := solicitedNode(lbAddr)
+	if got := p.ask(lbAddr, sn, cm, answered); len(got) != 1 {
+		t.Fatalf("advertisements %q", got)
+	}
+	a.IP("link", "set", "eth0", "down")
+	time.Sleep(300 * time.Millisecond)
+	a.IP("link", "set", "eth0", "up")
+	a.WaitOperUp("eth0")
+	if got := p.ask(lbAddr, sn, cm, answered); len(got) != 1 {
+		t.Fatalf("after link down/up: advertisements %q", got)
+	}
+	if !netnstest.Eventually(3*time.Second, func() bool { return r.Stats()["eth0"].Gratuitous >= 2 }) {
+		t.Fatalf("not announced again after the link came back: %+v", r.Stats()["eth0"])
+	}
+}

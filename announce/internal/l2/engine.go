@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -172,8 +173,10 @@ func New(cfg Config) *Engine {
 	if cfg.Check <= 0 {
 		cfg.Check = time.Second
 	}
+	watch := false
 	if cfg.Lookup == nil {
 		cfg.Lookup = cfg.Host.lookup
+		watch = true
 	}
 	e := &Engine{
 		cfg:      cfg,
@@ -194,7 +197,61 @@ func New(cfg Config) *Engine {
 		e.log.Info("removed stale node state left by an earlier run", "count", n)
 	}
 	go e.loop()
+	if watch {
+		go e.watchLinks()
+	}
 	return e
+}
+
+// watchLinks follows rtnetlink link events so that a listener's interface
+// is re-checked at once when it changes (deleted, recreated, down, up),
+// not only at the next periodic check, which stays as the fallback.
+func (e *Engine) watchLinks() {
+	for {
+		ch := make(chan netlink.LinkUpdate, 64)
+		done := make(chan struct{})
+		opts := netlink.LinkSubscribeOptions{
+			ErrorCallback: func(err error) { e.log.Debug("link events", "error", err) },
+		}
+		if e.cfg.Host.NS.IsOpen() {
+			ns := e.cfg.Host.NS
+			opts.Namespace = &ns
+		}
+		if err := netlink.LinkSubscribeWithOptions(ch, done, opts); err != nil {
+			e.log.Debug("cannot follow link events; relying on periodic checks", "error", err)
+		} else {
+			e.followLinks(ch)
+		}
+		close(done)
+		select {
+		case <-e.stop:
+			return
+		case <-time.After(e.cfg.Check):
+		}
+	}
+}
+
+func (e *Engine) followLinks(ch <-chan netlink.LinkUpdate) {
+	for {
+		select {
+		case <-e.stop:
+			return
+		case u, ok := <-ch:
+			if !ok {
+				return
+			}
+			a := u.Attrs()
+			e.mu.Lock()
+			if st := e.ifs[a.Name]; st != nil && st.link != nil {
+				if u.Header.Type == unix.RTM_DELLINK || a.RawFlags&unix.IFF_UP == 0 || a.RawFlags&unix.IFF_LOWER_UP == 0 {
+					st.ifi.Up = false // announce again when it is back
+				}
+				st.checkAt = time.Now()
+			}
+			e.mu.Unlock()
+			e.poke()
+		}
+	}
 }
 
 // ErrClosed is returned by Set after Close.
