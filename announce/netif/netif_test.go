@@ -4,6 +4,8 @@ import (
 	"net"
 	"slices"
 	"testing"
+
+	"github.com/herald-lb/herald/internal/netnstest"
 )
 
 func TestEligible(t *testing.T) {
@@ -81,4 +83,29 @@ func TestListReadsThisNamespace(t *testing.T) {
 		}
 	}
 	t.Fatalf("no lo among %+v", ifs)
+}
+
+// TestEligibleFromNamespace reads a namespace with a bridge and its port, a
+// plain veth, a CNI-like veth, a VXLAN overlay and a down interface.
+func TestEligibleFromNamespace(t *testing.T) {
+	lab := netnstest.New(t, "nif")
+	n, peer := lab.NS("n"), lab.NS("p")
+	n.Bridge("br0")
+	netnstest.Veth(n, "eth0", peer, "x0", "")
+	netnstest.Veth(n, "eth1", peer, "x1", "")
+	n.IP("link", "set", "eth1", "master", "br0")
+	netnstest.Veth(n, "veth12ab", peer, "x2", "")
+	netnstest.Veth(n, "storage0", peer, "x3", "")
+	n.IP("link", "add", "down0", "type", "veth", "peer", "name", "x4", "netns", peer.Name)
+	n.IP("link", "add", "vx0", "type", "vxlan", "id", "42", "dstport", "4789", "dev", "eth0")
+	n.IP("link", "set", "vx0", "up")
+
+	ifs, err := List(n.Netlink())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Eligible(ifs, []string{"stor*"})
+	if want := []string{"br0", "eth0"}; !slices.Equal(got, want) {
+		t.Fatalf("Eligible = %q, want %q (read %+v)", got, want, ifs)
+	}
 }
