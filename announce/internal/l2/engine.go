@@ -289,6 +289,7 @@ func (e *Engine) Set(desired map[netip.Addr][]string) error {
 	e.reconcileLocked(time.Now())
 	e.mu.Unlock()
 	e.poke()
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
 }
 
