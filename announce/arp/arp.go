@@ -1,0 +1,199 @@
+// Package arp answers ARP requests for IPv4 LoadBalancer addresses on the
+// interfaces of the node that owns them, and announces takeovers with
+// gratuitous ARP.
+//
+// It listens with one AF_PACKET socket per interface (no IP address is
+// needed on the interface) and changes nothing on the node: the kernel must
+// not own the addresses, or it would answer ARP for them itself, on every
+// interface (the "address on lo" trap). Traffic to the addresses reaches the
+// node's services through DNAT (kube-proxy) instead.
+package arp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/herald-lb/herald/announce/internal/l2"
+	"golang.org/x/sys/unix"
+)
+
+// Options configure a Responder.
+type Options struct {
+	Logger *slog.Logger
+	// Gratuitous is the number of gratuitous ARP rounds (a request and a
+	// reply each) sent when an (address, interface) is gained; default 3.
+	Gratuitous int
+	// GratuitousInterval separates the rounds; default 1s. The first round
+	// is sent at once.
+	GratuitousInterval time.Duration
+
+	host *l2.Host // tests: the network namespace to work in
+}
+
+// Counters are one interface's cumulative counters.
+type Counters struct {
+	// Answered counts ARP replies sent to requests.
+	Answered uint64
+	// Gratuitous counts gratuitous rounds sent.
+	Gratuitous uint64
+	// Malformed counts frames dropped because they did not parse.
+	Malformed uint64
+}
+
+// Stats are the counters per interface name.
+type Stats map[string]Counters
+
+// Responder answers ARP for a desired set of addresses.
+type Responder struct{ e *l2.Engine }
+
+// New starts a responder with nothing to answer for.
+func New(o Options) *Responder {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Responder{e: l2.New(l2.Config{
+		Proto:      proto{log: log.With("proto", "arp")},
+		Host:       o.host,
+		Logger:     log.With("proto", "arp"),
+		Gratuitous: o.Gratuitous,
+		Interval:   o.GratuitousInterval,
+	})}
+}
+
+// Set converges to the desired state: each owned IPv4 address mapped to the
+// names of the interfaces to answer on. It is idempotent and replaces the
+// whole previous state. Gaining an (address, interface) sends gratuitous
+// ARP at once; losing one stops answering before Set returns. Interfaces
+// that are missing, or vanish later, are reopened in the background with
+// backoff. Invalid entries are skipped and reported in the error.
+func (r *Responder) Set(desired map[netip.Addr][]string) error { return r.e.Set(desired) }
+
+// Close stops answering and releases the sockets.
+func (r *Responder) Close() error { return r.e.Close() }
+
+// Stats returns cumulative counters per interface.
+func (r *Responder) Stats() Stats {
+	out := Stats{}
+	for n, c := range r.e.Stats() {
+		out[n] = Counters{Answered: c.Answered, Gratuitous: c.Gratuitous, Malformed: c.Malformed}
+	}
+	return out
+}
+
+type proto struct{ log *slog.Logger }
+
+func (proto) Check(a netip.Addr) (netip.Addr, error) {
+	a = a.Unmap()
+	switch {
+	case !a.IsValid():
+		return a, fmt.Errorf("invalid address")
+	case !a.Is4():
+		return a, fmt.Errorf("not an IPv4 address")
+	case a.IsUnspecified(), a.IsLoopback(), a.IsMulticast(), a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return a, fmt.Errorf("not a unicast address")
+	}
+	return a, nil
+}
+
+// ARP needs no node state.
+func (proto) Gain(*l2.Host, netip.Addr) error { return nil }
+func (proto) Lose(*l2.Host, netip.Addr) error { return nil }
+func (proto) Reset(*l2.Host) (int, error)     { return 0, nil }
+
+func (p proto) Open(h *l2.Host, ifi l2.Iface) (l2.Link, error) {
+	var c *packetConn
+	err := h.Do(func() (err error) {
+		c, err = openPacket(ifi.Index)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &link{c: c, ifi: ifi, log: p.log.With("interface", ifi.Name)}, nil
+}
+
+type link struct {
+	c   *packetConn
+	ifi l2.Iface
+	log *slog.Logger
+
+	lastClaim time.Time // rate limit for conflict warnings (Serve only)
+}
+
+func (l *link) Update([]netip.Addr) error { return nil }
+
+func (l *link) Close() error { return l.c.close() }
+
+func (l *link) Announce(a netip.Addr) error {
+	req, rep := gratuitous(a, l.ifi.MAC)
+	if err := l.c.write(req); err != nil {
+		return err
+	}
+	return l.c.write(rep)
+}
+
+func (l *link) Serve(owned *l2.Owned, c *l2.Counters) error {
+	buf := make([]byte, 1600)
+	for {
+		n, pkttype, err := l.c.read(buf)
+		if errors.Is(err, unix.ENETDOWN) {
+			// The interface went down (reported once); the kernel resumes
+			// delivery when it comes back up. A deleted interface is
+			// caught by the engine's periodic check instead.
+			l.log.Debug("interface down")
+			continue
+		}
+		if err != nil {
+			if isClosed(err) {
+				return nil
+			}
+			return err
+		}
+		switch pkttype {
+		case unix.PACKET_HOST, unix.PACKET_BROADCAST, unix.PACKET_MULTICAST:
+		default:
+			continue // our own frames, or frames for another host
+		}
+		req, err := parseRequest(buf[:n])
+		if err == errNotRequest {
+			continue
+		}
+		if err != nil {
+			c.Malformed.Add(1)
+			l.log.Debug("dropped malformed ARP frame", "error", err)
+			continue
+		}
+		if bytes.Equal(req.EthSrc, l.ifi.MAC) || bytes.Equal(req.SenderHW, l.ifi.MAC) {
+			continue // the node's own frame
+		}
+		if !owned.Has(req.Target) {
+			continue
+		}
+		if req.SenderIP == req.Target {
+			// Someone else announces an address we own: report, don't answer.
+			l.claimed(req)
+			continue
+		}
+		if req.EthDst[0]&1 == 0 && !bytes.Equal(req.EthDst, l.ifi.MAC) {
+			continue
+		}
+		if err := l.c.write(reply(req, l.ifi.MAC)); err != nil {
+			l.log.Debug("sending ARP reply", "to", req.SenderHW, "error", err)
+			continue
+		}
+		c.Answered.Add(1)
+	}
+}
+
+func (l *link) claimed(req request) {
+	if time.Since(l.lastClaim) < 10*time.Second {
+		return
+	}
+	l.lastClaim = time.Now()
+	l.log.Warn("another host announces an address this node owns", "address", req.Target, "mac", req.SenderHW.String())
+}

@@ -1,0 +1,212 @@
+// Package ndp answers IPv6 neighbour solicitations for LoadBalancer
+// addresses on the interfaces of the node that owns them, and announces
+// takeovers with unsolicited neighbour advertisements.
+//
+// One raw ICMPv6 socket per interface, bound to :: and filtered to
+// solicitations, joins the solicited-node group of every owned address.
+// Each owned address also gets a local route on the node (route.go), so
+// that the unicast solicitations of neighbour unreachability detection are
+// delivered too. Those routes are the only node state the responder makes;
+// they carry RouteProtocol and are removed by Close and by the next New.
+// Run one NDP responder per network namespace.
+package ndp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/herald-lb/herald/announce/internal/l2"
+)
+
+// Options configure a Responder.
+type Options struct {
+	Logger *slog.Logger
+	// Gratuitous is the number of unsolicited advertisements (Override
+	// set, to ff02::1) sent when an (address, interface) is gained;
+	// default 3.
+	Gratuitous int
+	// GratuitousInterval separates them; default 1s. The first is sent at
+	// once.
+	GratuitousInterval time.Duration
+
+	host *l2.Host // tests: the network namespace to work in
+}
+
+// Counters are one interface's cumulative counters.
+type Counters struct {
+	// Answered counts advertisements sent in answer to solicitations.
+	Answered uint64
+	// Gratuitous counts unsolicited advertisements sent.
+	Gratuitous uint64
+	// Malformed counts solicitations dropped as invalid.
+	Malformed uint64
+}
+
+// Stats are the counters per interface name.
+type Stats map[string]Counters
+
+// Responder answers neighbour solicitations for a desired set of addresses.
+type Responder struct{ e *l2.Engine }
+
+// New starts a responder with nothing to answer for. It removes the local
+// routes a previous run may have left (see RouteProtocol).
+func New(o Options) *Responder {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("proto", "ndp")
+	return &Responder{e: l2.New(l2.Config{
+		Proto:      proto{log: log},
+		Host:       o.host,
+		Logger:     log,
+		Gratuitous: o.Gratuitous,
+		Interval:   o.GratuitousInterval,
+	})}
+}
+
+// Set converges to the desired state: each owned IPv6 address mapped to the
+// names of the interfaces to answer on. It is idempotent and replaces the
+// whole previous state. Gaining an (address, interface) sends an
+// unsolicited advertisement at once; losing one stops answering before Set
+// returns. Interfaces that are missing, or vanish later, are reopened in the
+// background with backoff. Invalid entries are skipped and reported in the
+// error.
+func (r *Responder) Set(desired map[netip.Addr][]string) error { return r.e.Set(desired) }
+
+// Close stops answering, releases the sockets and removes the local routes.
+func (r *Responder) Close() error { return r.e.Close() }
+
+// Stats returns cumulative counters per interface.
+func (r *Responder) Stats() Stats {
+	out := Stats{}
+	for n, c := range r.e.Stats() {
+		out[n] = Counters{Answered: c.Answered, Gratuitous: c.Gratuitous, Malformed: c.Malformed}
+	}
+	return out
+}
+
+type proto struct{ log *slog.Logger }
+
+func (proto) Check(a netip.Addr) (netip.Addr, error) {
+	switch {
+	case !a.IsValid():
+		return a, errors.New("invalid address")
+	case !a.Is6() || a.Is4In6():
+		return a, errors.New("not an IPv6 address")
+	case a.Zone() != "":
+		return a, errors.New("address with a zone")
+	case a.IsUnspecified(), a.IsLoopback(), a.IsMulticast():
+		return a, errors.New("not a unicast address")
+	case a.IsLinkLocalUnicast():
+		return a, errors.New("link-local address")
+	}
+	return a, nil
+}
+
+func (p proto) Gain(h *l2.Host, a netip.Addr) error { return addLocalRoute(h, p.log, a) }
+func (proto) Lose(h *l2.Host, a netip.Addr) error   { return delLocalRoute(h, a) }
+func (proto) Reset(h *l2.Host) (int, error)         { return removeOwnRoutes(h) }
+
+func (p proto) Open(h *l2.Host, ifi l2.Iface) (l2.Link, error) {
+	var c *icmpConn
+	err := h.Do(func() (err error) {
+		c, err = openICMP(ifi.Index)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &link{c: c, ifi: ifi, log: p.log.With("interface", ifi.Name), groups: map[netip.Addr]bool{}}, nil
+}
+
+type link struct {
+	c      *icmpConn
+	ifi    l2.Iface
+	log    *slog.Logger
+	groups map[netip.Addr]bool // joined solicited-node groups (engine lock)
+}
+
+func (l *link) Close() error { return l.c.close() }
+
+// Update joins the solicited-node group of every owned address and leaves
+// the groups no owned address needs any more.
+func (l *link) Update(addrs []netip.Addr) error {
+	want := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		want[solicitedNode(a)] = true
+	}
+	var errs []error
+	for g := range want {
+		if !l.groups[g] {
+			if err := l.c.group(g, true); err != nil {
+				errs = append(errs, fmt.Errorf("joining %s: %w", g, err))
+				continue
+			}
+			l.groups[g] = true
+		}
+	}
+	for g := range l.groups {
+		if !want[g] {
+			if err := l.c.group(g, false); err != nil {
+				errs = append(errs, fmt.Errorf("leaving %s: %w", g, err))
+				continue
+			}
+			delete(l.groups, g)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (l *link) Announce(a netip.Addr) error {
+	return l.c.write(marshalNA(a, l.ifi.MAC, false), allNodes)
+}
+
+func (l *link) Serve(owned *l2.Owned, c *l2.Counters) error {
+	buf := make([]byte, 1500)
+	for {
+		n, pi, err := l.c.read(buf)
+		if err != nil {
+			if isClosed(err) {
+				return nil
+			}
+			return err
+		}
+		if pi.ifindex != 0 && pi.ifindex != l.ifi.Index {
+			continue
+		}
+		s, err := parseNS(buf[:n])
+		if err == errNotNS {
+			continue
+		}
+		if err == nil {
+			err = checkNS(s, pi.src, pi.dst, pi.hopLimit)
+		}
+		if err != nil {
+			c.Malformed.Add(1)
+			l.log.Debug("dropped invalid solicitation", "from", pi.src, "error", err)
+			continue
+		}
+		if bytes.Equal(s.SourceLL, l.ifi.MAC) {
+			continue // the node's own
+		}
+		if !owned.Has(s.Target) {
+			continue
+		}
+		dst, solicited := pi.src, true
+		if pi.src.IsUnspecified() {
+			// Duplicate address detection for an address we own: tell
+			// everyone (RFC 4861 7.2.4).
+			dst, solicited = allNodes, false
+		}
+		if err := l.c.write(marshalNA(s.Target, l.ifi.MAC, solicited), dst); err != nil {
+			l.log.Debug("sending advertisement", "to", dst, "error", err)
+			continue
+		}
+		c.Answered.Add(1)
+	}
+}
