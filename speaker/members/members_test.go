@@ -1,0 +1,413 @@
+package members
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+func TestStartRejects(t *testing.T) {
+	ok := testOptions(0, ProfileFast)
+	for _, tc := range []struct {
+		name string
+		edit func(*Options)
+		want string
+	}{
+		{"no key and not insecure", func(o *Options) { o.Key = nil }, "--memberlist-insecure"},
+		{"short key", func(o *Options) { o.Key = []byte("0123456789") }, "16, 24 or 32 bytes"},
+		{"no name", func(o *Options) { o.NodeName = "" }, "NodeName"},
+		{"no bind address", func(o *Options) { o.BindAddr = netip0 }, "BindAddr"},
+		{"unspecified bind, no advertise", func(o *Options) { o.BindAddr = unspecified }, "AdvertiseAddr"},
+		{"unknown profile", func(o *Options) { o.Profile = "quick" }, `unknown profile "quick"`},
+		{"probe timeout not below interval", func(o *Options) { o.Overrides.ProbeTimeout = 100 * time.Millisecond }, "ProbeTimeout"},
+		{"negative override", func(o *Options) { o.Overrides.SuspicionMult = -1 }, "SuspicionMult"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := ok
+			tc.edit(&o)
+			m, err := Start(o)
+			if err == nil {
+				_ = m.Shutdown()
+				t.Fatal("Start succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("insecure without key starts", func(t *testing.T) {
+		o := ok
+		o.Key, o.Insecure = nil, true
+		m, err := Start(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Shutdown()
+		if got := m.Alive(); !slices.Equal(got, []string{"node-0"}) {
+			t.Fatalf("Alive = %v", got)
+		}
+	})
+}
+
+func TestProfiles(t *testing.T) {
+	d := memberlist.DefaultLANConfig()
+	def, err := ProfileDefault.Tunables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if empty, _ := Profile("").Tunables(); empty != def {
+		t.Errorf("empty profile %+v, want default %+v", empty, def)
+	}
+	c := memberlist.DefaultLANConfig()
+	def.apply(c)
+	if c.ProbeInterval != d.ProbeInterval || c.SuspicionMult != d.SuspicionMult || c.PushPullInterval != d.PushPullInterval || c.TCPTimeout != d.TCPTimeout {
+		t.Errorf("default profile changes memberlist's LAN defaults: %+v", def)
+	}
+	fast, err := ProfileFast.Tunables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fast.validate(); err != nil {
+		t.Fatal(err)
+	}
+	// Suspicion timeout for a small group plus about two probe cycles to
+	// notice: the ~500 ms the profile promises.
+	if s := time.Duration(fast.SuspicionMult) * fast.ProbeInterval; s+2*fast.ProbeInterval > 500*time.Millisecond {
+		t.Errorf("fast profile: suspicion %v + 2 probe intervals exceeds 500 ms", s)
+	}
+	got := fast.merge(Tunables{ProbeInterval: 300 * time.Millisecond, RetransmitMult: 6})
+	want := fast
+	want.ProbeInterval, want.RetransmitMult = 300*time.Millisecond, 6
+	if got != want {
+		t.Errorf("merge: got %+v, want %+v", got, want)
+	}
+}
+
+func TestJoinConverges(t *testing.T) {
+	var opts []Options
+	for i := range 3 {
+		opts = append(opts, testOptions(i, ProfileFast))
+	}
+	ms := startGroup(t, opts)
+	d := waitFor(t, ms, 5*time.Second, "all see all", allSee(ms, namesOf(ms)))
+	t.Logf("MEMBERS join: 3 members converged in %v", d.Round(time.Millisecond))
+	for _, m := range ms {
+		st := m.Stats()
+		if st.Alive != 3 || st.Known != 2 || st.Events < 2 {
+			t.Errorf("%s stats %+v: want Alive 3, Known 2 (self left out), Events ≥ 2", m.ml.LocalNode().Name, st)
+		}
+	}
+}
+
+// TestForeignKeyCannotJoin: members with another key, or none, reach the
+// group's port (their joins are attempted and fail) but never join it.
+func TestForeignKeyCannotJoin(t *testing.T) {
+	var opts []Options
+	for i := range 4 {
+		o := testOptions(i, ProfileFast)
+		o.RejoinInterval = 200 * time.Millisecond
+		opts = append(opts, o)
+	}
+	opts[2].Key = []byte("another key, 32 bytes long......")
+	opts[3].Key, opts[3].Insecure = nil, true
+	ms := startGroup(t, opts)
+	group := ms[:2]
+	waitFor(t, group, 5*time.Second, "node-0 and node-1 see each other", allSee(group, []string{"node-0", "node-1"}))
+	// Positive signal that the outsiders tried: each of them failed to
+	// join every peer at least twice (first join and a rejoin round).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ms[2].Stats().JoinFailures >= 6 && ms[3].Stats().JoinFailures >= 6 && ms[0].Stats().JoinFailures >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("join attempts not seen: %+v %+v %+v", ms[0].Stats(), ms[2].Stats(), ms[3].Stats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i, want := range [][]string{{"node-0", "node-1"}, {"node-0", "node-1"}, {"node-2"}, {"node-3"}} {
+		if got := ms[i].Alive(); !slices.Equal(got, want) {
+			t.Errorf("node-%d sees %v, want %v", i, got, want)
+		}
+		if i >= 2 && ms[i].Stats().Joins != 0 {
+			t.Errorf("node-%d: %d successful joins", i, ms[i].Stats().Joins)
+		}
+	}
+}
+
+// TestLeaveSeenAtOnce: with the default profile (1 s probes, ~6 s to
+// declare a silent member dead), a member that leaves is gone from the
+// others' view within one probe interval.
+func TestLeaveSeenAtOnce(t *testing.T) {
+	var opts []Options
+	for i := range 3 {
+		opts = append(opts, testOptions(i, ProfileDefault))
+	}
+	ms := startGroup(t, opts)
+	waitFor(t, ms, 5*time.Second, "all see all", allSee(ms, namesOf(ms)))
+	start := time.Now()
+	leaveErr := make(chan error, 1)
+	var left time.Duration
+	go func() {
+		err := ms[2].Leave(time.Second)
+		left = time.Since(start)
+		leaveErr <- err
+	}()
+	waitFor(t, ms[:2], 5*time.Second, "node-2 gone", allSee(ms[:2], []string{"node-0", "node-1"}))
+	total := time.Since(start)
+	if err := <-leaveErr; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("MEMBERS leave profile=default: gone at both others %v after Leave was called (Leave returned after %v)",
+		total.Round(time.Millisecond), left.Round(time.Millisecond))
+	if pi := ms[0].Tunables().ProbeInterval; total > pi {
+		t.Errorf("leave seen after %v, more than one probe interval (%v)", total, pi)
+	}
+}
+
+// detect starts three members of a profile, waits until they see each
+// other, stops one hard (no Leave) and returns how long until both others
+// dropped it.
+func detect(t testing.TB, p Profile, timeout time.Duration) time.Duration {
+	var opts []Options
+	for i := range 3 {
+		opts = append(opts, testOptions(i, p))
+	}
+	ms := startGroup(t, opts)
+	waitFor(t, ms, 5*time.Second, "all see all", allSee(ms, namesOf(ms)))
+	// Let a few probe rounds pass so the victim is not probed first by
+	// chance of a fresh start.
+	time.Sleep(3 * ms[0].Tunables().ProbeInterval)
+	start := time.Now()
+	if err := ms[2].Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ms[:2], timeout, "node-2 declared dead", allSee(ms[:2], []string{"node-0", "node-1"}))
+	d := time.Since(start)
+	for _, m := range ms[:2] {
+		m.Shutdown()
+	}
+	return d
+}
+
+func TestHardStopDetected(t *testing.T) {
+	for _, tc := range []struct {
+		p     Profile
+		bound time.Duration
+	}{
+		// Bounds are loose: the machine may be loaded (and -race).
+		{ProfileFast, 2 * time.Second},
+		{ProfileDefault, 12 * time.Second},
+	} {
+		t.Run(string(tc.p), func(t *testing.T) {
+			d := detect(t, tc.p, 30*time.Second)
+			t.Logf("MEMBERS hard-stop profile=%s members=3: dead at both others after %v", tc.p, d.Round(time.Millisecond))
+			if d > tc.bound {
+				t.Errorf("detection took %v, want ≤ %v", d, tc.bound)
+			}
+		})
+	}
+}
+
+// TestDetectionTable: go test ./speaker/members -run DetectionTable -members.runs=20 -v
+func TestDetectionTable(t *testing.T) {
+	if *runs == 0 {
+		t.Skip("set -members.runs=N")
+	}
+	for _, p := range []Profile{ProfileFast, ProfileDefault} {
+		var ds []time.Duration
+		for range *runs {
+			ds = append(ds, detect(t, p, 30*time.Second))
+		}
+		t.Logf("MEMBERS hard-stop table profile=%s members=3: %s", p, summary(ds))
+	}
+}
+
+// partitionHeal starts four members (two per side), cuts the link between
+// the sides, waits until each side has declared the other dead, heals the
+// link and returns how long until every member sees all four again (ok is
+// false if not within timeout).
+func partitionHeal(t testing.TB, rejoin time.Duration, timeout time.Duration) (time.Duration, bool) {
+	p := newPartition()
+	var opts []Options
+	for i := range 4 {
+		o := testOptions(i, ProfileFast)
+		o.RejoinInterval = rejoin
+		o.wrapTransport = p.seam(i / 2)
+		opts = append(opts, o)
+	}
+	ms := startGroup(t, opts)
+	all := namesOf(ms)
+	waitFor(t, ms, 5*time.Second, "all see all", allSee(ms, all))
+	p.set(true)
+	waitFor(t, ms, 10*time.Second, "each side sees only itself", func() bool {
+		return allSee(ms[:2], all[:2])() && allSee(ms[2:], all[2:])()
+	})
+	p.set(false)
+	d, ok := waitUntil(ms, timeout, allSee(ms, all))
+	for _, m := range ms {
+		m.Shutdown()
+	}
+	return d, ok
+}
+
+// TestPartitionHeals: with the default RejoinInterval, a group split in two
+// is whole again within 5 s of the link coming back.
+func TestPartitionHeals(t *testing.T) {
+	d, ok := partitionHeal(t, 0, 5*time.Second)
+	if !ok {
+		t.Fatalf("not healed within 5 s of the link coming back")
+	}
+	t.Logf("MEMBERS partition profile=fast rejoin=%v: healed %v after the link came back", DefaultRejoinInterval, d.Round(time.Millisecond))
+}
+
+// TestPartitionTable measures healing with and without the rejoin loop:
+// go test ./speaker/members -run PartitionTable -members.partition-runs=10 -v
+// Without it, healing is left to memberlist (gossip to the dead, push/pull
+// with alive members only) and is not deterministic: nothing is asserted.
+func TestPartitionTable(t *testing.T) {
+	if *partRuns == 0 {
+		t.Skip("set -members.partition-runs=N")
+	}
+	const timeout = 30 * time.Second
+	for _, rejoin := range []time.Duration{0, -1} {
+		var ds []time.Duration
+		failed := 0
+		for range *partRuns {
+			d, ok := partitionHeal(t, rejoin, timeout)
+			if !ok {
+				failed++
+				continue
+			}
+			ds = append(ds, d)
+		}
+		mode := "rejoin=" + DefaultRejoinInterval.String()
+		if rejoin < 0 {
+			mode = "rejoin=off"
+		}
+		t.Logf("MEMBERS partition table profile=fast %s: healed %s; not healed within %v: %d of %d", mode, summary(ds), timeout, failed, *partRuns)
+	}
+}
+
+// TestSoakNoFalsePositives: an idle group of the fast profile must never
+// lose a member: go test ./speaker/members -run Soak -members.soak=10m -v
+func TestSoakNoFalsePositives(t *testing.T) {
+	if *soak == 0 {
+		t.Skip("set -members.soak=DURATION")
+	}
+	const n = 5
+	var opts []Options
+	logs := &logCounter{}
+	for i := range n {
+		o := testOptions(i, ProfileFast)
+		o.Logger = slog.New(logs)
+		opts = append(opts, o)
+	}
+	ms := startGroup(t, opts)
+	all := namesOf(ms)
+	waitFor(t, ms, 5*time.Second, "all see all", allSee(ms, all))
+	base := make([]Stats, n)
+	for i, m := range ms {
+		base[i] = m.Stats()
+	}
+	changed := make(chan struct{}, 1)
+	done := make(chan struct{})
+	defer close(done)
+	for _, m := range ms {
+		go func() {
+			for {
+				select {
+				case <-done:
+					return
+				case <-m.Changes():
+					select {
+					case changed <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	logs.reset()
+	start := time.Now()
+	end := time.NewTimer(*soak)
+	defer end.Stop()
+	falsePositives := 0
+	maxHealth := 0
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-end.C:
+			events := uint64(0)
+			for i, m := range ms {
+				events += m.Stats().Events - base[i].Events
+			}
+			suspect, refute := logs.counts()
+			t.Logf("MEMBERS soak profile=fast members=%d: %v idle, %d false positives, %d membership events, "+
+				"%d suspicions raised, %d refuted, max health score %d",
+				n, time.Since(start).Round(time.Second), falsePositives, events, suspect, refute, maxHealth)
+			if falsePositives > 0 || events > 0 {
+				t.Errorf("an idle group changed membership")
+			}
+			return
+		case <-tick.C:
+			for _, m := range ms {
+				maxHealth = max(maxHealth, m.Stats().HealthScore)
+			}
+		case <-changed:
+			for _, m := range ms {
+				if got := m.Alive(); !slices.Equal(got, all) {
+					falsePositives++
+					t.Logf("MEMBERS soak: at %v %s sees %v", time.Since(start).Round(time.Millisecond), m.ml.LocalNode().Name, got)
+				}
+			}
+		}
+	}
+}
+
+var (
+	netip0      netip.Addr
+	unspecified = netip.MustParseAddr("0.0.0.0")
+)
+
+// logCounter is a slog handler that counts memberlist's suspicion and
+// refutation messages: the near misses of an idle group.
+type logCounter struct {
+	mu              sync.Mutex
+	suspect, refute int
+}
+
+func (c *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c *logCounter) WithGroup(string) slog.Handler            { return c }
+func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case strings.HasPrefix(r.Message, "Suspect "):
+		c.suspect++
+	case strings.HasPrefix(r.Message, "Refuting a suspect"):
+		c.refute++
+	}
+	return nil
+}
+
+func (c *logCounter) reset() {
+	c.mu.Lock()
+	c.suspect, c.refute = 0, 0
+	c.mu.Unlock()
+}
+
+func (c *logCounter) counts() (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.suspect, c.refute
+}
