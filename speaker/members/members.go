@@ -302,7 +302,12 @@ func (m *Members) loop() {
 			return
 		case <-m.kick:
 			m.mu.Lock()
-			todo := m.pending
+			var todo []netip.AddrPort // pending and still known
+			for _, p := range m.pending {
+				if _, known := slices.BinarySearchFunc(m.peers, p, netip.AddrPort.Compare); known {
+					todo = append(todo, p)
+				}
+			}
 			m.pending = nil
 			m.mu.Unlock()
 			m.join(m.notAlive(todo), false)

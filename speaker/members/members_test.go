@@ -142,34 +142,70 @@ func TestForeignKeyCannotJoin(t *testing.T) {
 	}
 }
 
-// TestLeaveSeenAtOnce: with the default profile (1 s probes, ~6 s to
-// declare a silent member dead), a member that leaves is gone from the
-// others' view within one probe interval.
+// TestLeaveSeenAtOnce: a member that leaves is gone from the others' view
+// at once: within one probe interval with the default profile (where a
+// silent member takes ~6 s to be declared dead), and within the ~500 ms
+// target of the fast profile.
 func TestLeaveSeenAtOnce(t *testing.T) {
+	for _, p := range []Profile{ProfileDefault, ProfileFast} {
+		t.Run(string(p), func(t *testing.T) {
+			var opts []Options
+			for i := range 3 {
+				opts = append(opts, testOptions(i, p))
+			}
+			ms := startGroup(t, opts)
+			waitFor(t, ms, 5*time.Second, "all see all", allSee(ms, namesOf(ms)))
+			start := time.Now()
+			leaveErr := make(chan error, 1)
+			var left time.Duration
+			go func() {
+				err := ms[2].Leave(time.Second)
+				left = time.Since(start)
+				leaveErr <- err
+			}()
+			waitFor(t, ms[:2], 5*time.Second, "node-2 gone", allSee(ms[:2], []string{"node-0", "node-1"}))
+			total := time.Since(start)
+			if err := <-leaveErr; err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("MEMBERS leave profile=%s: gone at both others %v after Leave was called (Leave returned after %v)",
+				p, total.Round(time.Millisecond), left.Round(time.Millisecond))
+			bound := max(ms[0].Tunables().ProbeInterval, 500*time.Millisecond)
+			if total > bound {
+				t.Errorf("leave seen after %v, want ≤ %v", total, bound)
+			}
+		})
+	}
+}
+
+// TestRestartRejoins: a member stopped hard and started again on the same
+// address (a restarted speaker pod) is alive again at every member.
+func TestRestartRejoins(t *testing.T) {
 	var opts []Options
 	for i := range 3 {
-		opts = append(opts, testOptions(i, ProfileDefault))
+		opts = append(opts, testOptions(i, ProfileFast))
 	}
 	ms := startGroup(t, opts)
-	waitFor(t, ms, 5*time.Second, "all see all", allSee(ms, namesOf(ms)))
-	start := time.Now()
-	leaveErr := make(chan error, 1)
-	var left time.Duration
-	go func() {
-		err := ms[2].Leave(time.Second)
-		left = time.Since(start)
-		leaveErr <- err
-	}()
-	waitFor(t, ms[:2], 5*time.Second, "node-2 gone", allSee(ms[:2], []string{"node-0", "node-1"}))
-	total := time.Since(start)
-	if err := <-leaveErr; err != nil {
+	all := namesOf(ms)
+	waitFor(t, ms, 5*time.Second, "all see all", allSee(ms, all))
+	addrs := addrsOf(ms)
+	if err := ms[2].Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("MEMBERS leave profile=default: gone at both others %v after Leave was called (Leave returned after %v)",
-		total.Round(time.Millisecond), left.Round(time.Millisecond))
-	if pi := ms[0].Tunables().ProbeInterval; total > pi {
-		t.Errorf("leave seen after %v, more than one probe interval (%v)", total, pi)
+	waitFor(t, ms[:2], 5*time.Second, "node-2 declared dead", allSee(ms[:2], all[:2]))
+
+	o := opts[2]
+	o.anyPort, o.Port = false, int(addrs[2].Port())
+	m, err := Start(o)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	ms[2] = m
+	start := time.Now()
+	m.SetPeers(addrs)
+	waitFor(t, ms, 5*time.Second, "restarted node-2 alive everywhere", allSee(ms, all))
+	t.Logf("MEMBERS restart profile=fast: restarted member alive at all members after %v", time.Since(start).Round(time.Millisecond))
 }
 
 // detect starts three members of a profile, waits until they see each
