@@ -22,8 +22,16 @@ var (
 	logMembers = flag.Bool("members.log", false, "print memberlist logs (debug level) to stderr")
 	soak       = flag.Duration("members.soak", 0, "run the idle false-positive soak for this long (fast profile)")
 	runs       = flag.Int("members.runs", 0, "repeat the hard-stop detection measurement this many times per profile")
+	size       = flag.Int("members.size", 0, "group size for -members.runs (default 3) and -members.soak (default 5)")
 	partRuns   = flag.Int("members.partition-runs", 0, "repeat the partition-healing measurement this many times, with and without the rejoin loop")
 )
+
+func groupSize(def int) int {
+	if *size > 0 {
+		return *size
+	}
+	return def
+}
 
 var (
 	loopback = netip.MustParseAddr("127.0.0.1")

@@ -208,26 +208,31 @@ func TestRestartRejoins(t *testing.T) {
 	t.Logf("MEMBERS restart profile=fast: restarted member alive at all members after %v", time.Since(start).Round(time.Millisecond))
 }
 
-// detect starts three members of a profile, waits until they see each
-// other, stops one hard (no Leave) and returns how long until both others
+// detect starts n members of a profile, waits until they see each other,
+// stops the last one hard (no Leave) and returns how long until all others
 // dropped it.
-func detect(t testing.TB, p Profile, timeout time.Duration) time.Duration {
+func detect(t testing.TB, p Profile, n int, timeout time.Duration) time.Duration {
 	var opts []Options
-	for i := range 3 {
+	for i := range n {
 		opts = append(opts, testOptions(i, p))
 	}
 	ms := startGroup(t, opts)
-	waitFor(t, ms, 5*time.Second, "all see all", allSee(ms, namesOf(ms)))
+	all := namesOf(ms)
+	waitFor(t, ms, 5*time.Second, "all see all", allSee(ms, all))
 	// Let a few probe rounds pass so the victim is not probed first by
 	// chance of a fresh start.
 	time.Sleep(3 * ms[0].Tunables().ProbeInterval)
 	start := time.Now()
-	if err := ms[2].Shutdown(); err != nil {
+	victim := ms[n-1]
+	if err := victim.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ms[:2], timeout, "node-2 declared dead", allSee(ms[:2], []string{"node-0", "node-1"}))
+	rest := ms[:n-1]
+	waitFor(t, rest, timeout, "hard-stopped member declared dead", allSee(rest, slices.DeleteFunc(all, func(s string) bool {
+		return s == victim.ml.LocalNode().Name
+	})))
 	d := time.Since(start)
-	for _, m := range ms[:2] {
+	for _, m := range rest {
 		m.Shutdown()
 	}
 	return d
@@ -243,7 +248,7 @@ func TestHardStopDetected(t *testing.T) {
 		{ProfileDefault, 12 * time.Second},
 	} {
 		t.Run(string(tc.p), func(t *testing.T) {
-			d := detect(t, tc.p, 30*time.Second)
+			d := detect(t, tc.p, 3, 30*time.Second)
 			t.Logf("MEMBERS hard-stop profile=%s members=3: dead at both others after %v", tc.p, d.Round(time.Millisecond))
 			if d > tc.bound {
 				t.Errorf("detection took %v, want ≤ %v", d, tc.bound)
@@ -252,17 +257,18 @@ func TestHardStopDetected(t *testing.T) {
 	}
 }
 
-// TestDetectionTable: go test ./speaker/members -run DetectionTable -members.runs=20 -v
+// TestDetectionTable: go test ./speaker/members -run DetectionTable -members.runs=20 [-members.size=5] -v
 func TestDetectionTable(t *testing.T) {
 	if *runs == 0 {
 		t.Skip("set -members.runs=N")
 	}
+	n := groupSize(3)
 	for _, p := range []Profile{ProfileFast, ProfileDefault} {
 		var ds []time.Duration
 		for range *runs {
-			ds = append(ds, detect(t, p, 30*time.Second))
+			ds = append(ds, detect(t, p, n, 60*time.Second))
 		}
-		t.Logf("MEMBERS hard-stop table profile=%s members=3: %s", p, summary(ds))
+		t.Logf("MEMBERS hard-stop table profile=%s members=%d: %s", p, n, summary(ds))
 	}
 }
 
@@ -333,12 +339,12 @@ func TestPartitionTable(t *testing.T) {
 }
 
 // TestSoakNoFalsePositives: an idle group of the fast profile must never
-// lose a member: go test ./speaker/members -run Soak -members.soak=10m -v
+// lose a member: go test ./speaker/members -run Soak -members.soak=10m [-members.size=5] -v
 func TestSoakNoFalsePositives(t *testing.T) {
 	if *soak == 0 {
 		t.Skip("set -members.soak=DURATION")
 	}
-	const n = 5
+	n := groupSize(5)
 	var opts []Options
 	logs := &logCounter{}
 	for i := range n {
