@@ -19,12 +19,23 @@ import (
 )
 
 var (
-	logMembers = flag.Bool("members.log", false, "print memberlist logs (debug level) to stderr")
+	logMembers = flag.String("members.log", "", "print memberlist and member logs to stderr from this level up (debug, info, warn)")
 	soak       = flag.Duration("members.soak", 0, "run the idle false-positive soak for this long (fast profile)")
 	runs       = flag.Int("members.runs", 0, "repeat the hard-stop detection measurement this many times per profile")
 	size       = flag.Int("members.size", 0, "group size for -members.runs (default 3) and -members.soak (default 5)")
+	overrides  = flag.String("members.overrides", "", "tunables overriding the profiles in the measurements (ParseTunables syntax)")
 	partRuns   = flag.Int("members.partition-runs", 0, "repeat the partition-healing measurement this many times, with and without the rejoin loop")
 )
+
+// measureOverrides are the -members.overrides: meant for the flag-gated
+// measurements, they apply to every test.
+func measureOverrides() Tunables {
+	t, err := ParseTunables(*overrides)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
 
 func groupSize(def int) int {
 	if *size > 0 {
@@ -38,23 +49,30 @@ var (
 	testKey  = []byte("0123456789abcdef0123456789abcdef")
 )
 
-func testLogger() *slog.Logger {
-	if *logMembers {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+func testLogger() *slog.Logger { return slog.New(testHandler()) }
+
+func testHandler() slog.Handler {
+	if *logMembers == "" {
+		return slog.NewTextHandler(io.Discard, nil)
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(*logMembers)); err != nil {
+		panic(err)
+	}
+	return slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})
 }
 
 // testOptions are the options of member i of a test group: loopback, a
 // free port, the test key.
 func testOptions(i int, p Profile) Options {
 	return Options{
-		NodeName: fmt.Sprintf("node-%d", i),
-		BindAddr: loopback,
-		Key:      testKey,
-		Profile:  p,
-		Logger:   testLogger(),
-		anyPort:  true,
+		NodeName:  fmt.Sprintf("node-%d", i),
+		BindAddr:  loopback,
+		Key:       testKey,
+		Profile:   p,
+		Overrides: measureOverrides(),
+		Logger:    testLogger(),
+		anyPort:   true,
 	}
 }
 

@@ -90,6 +90,24 @@ func TestProfiles(t *testing.T) {
 	}
 }
 
+func TestParseTunables(t *testing.T) {
+	got, err := ParseTunables(" probeinterval=200ms, SuspicionMult=3,TCPTimeout=1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Tunables{ProbeInterval: 200 * time.Millisecond, SuspicionMult: 3, TCPTimeout: time.Second}); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if got, err := ParseTunables(""); err != nil || got != (Tunables{}) {
+		t.Errorf("empty: %+v, %v", got, err)
+	}
+	for _, bad := range []string{"ProbeInterval", "Nope=1", "ProbeInterval=3", "SuspicionMult=x"} {
+		if _, err := ParseTunables(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
 func TestJoinConverges(t *testing.T) {
 	var opts []Options
 	for i := range 3 {
@@ -346,7 +364,7 @@ func TestSoakNoFalsePositives(t *testing.T) {
 	}
 	n := groupSize(5)
 	var opts []Options
-	logs := &logCounter{}
+	logs := &logCounter{next: testHandler()}
 	for i := range n {
 		o := testOptions(i, ProfileFast)
 		o.Logger = slog.New(logs)
@@ -422,22 +440,46 @@ var (
 
 // logCounter is a slog handler that counts memberlist's suspicion and
 // refutation messages: the near misses of an idle group.
+// It passes the records on to next.
 type logCounter struct {
+	next            slog.Handler
 	mu              sync.Mutex
 	suspect, refute int
 }
 
 func (c *logCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler       { return c }
-func (c *logCounter) WithGroup(string) slog.Handler            { return c }
-func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *logCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return countingHandler{c, c.next.WithAttrs(as)}
+}
+func (c *logCounter) WithGroup(g string) slog.Handler { return countingHandler{c, c.next.WithGroup(g)} }
+func (c *logCounter) Handle(ctx context.Context, r slog.Record) error {
+	return countingHandler{c, c.next}.Handle(ctx, r)
+}
+
+// countingHandler is a logCounter with attributes or groups added.
+type countingHandler struct {
+	c    *logCounter
+	next slog.Handler
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return countingHandler{h.c, h.next.WithAttrs(as)}
+}
+func (h countingHandler) WithGroup(g string) slog.Handler {
+	return countingHandler{h.c, h.next.WithGroup(g)}
+}
+func (h countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.c.mu.Lock()
 	switch {
 	case strings.HasPrefix(r.Message, "Suspect "):
-		c.suspect++
+		h.c.suspect++
 	case strings.HasPrefix(r.Message, "Refuting a suspect"):
-		c.refute++
+		h.c.refute++
+	}
+	h.c.mu.Unlock()
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
 	}
 	return nil
 }

@@ -2,6 +2,9 @@ package members
 
 import (
 	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -177,4 +180,41 @@ func (t Tunables) apply(c *memberlist.Config) {
 	c.RetransmitMult = t.RetransmitMult
 	c.PushPullInterval = t.PushPullInterval
 	c.TCPTimeout = t.TCPTimeout
+}
+
+// ParseTunables parses overrides written as comma-separated name=value
+// pairs, names as the Tunables fields, durations as time.ParseDuration
+// reads them: "ProbeInterval=200ms,SuspicionMult=3". The empty string is no
+// override. It is meant for a command-line flag.
+func ParseTunables(s string) (Tunables, error) {
+	var t Tunables
+	if strings.TrimSpace(s) == "" {
+		return t, nil
+	}
+	v := reflect.ValueOf(&t).Elem()
+	for _, kv := range strings.Split(s, ",") {
+		name, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return Tunables{}, fmt.Errorf("members: tunable %q: want name=value", kv)
+		}
+		f := v.FieldByNameFunc(func(n string) bool { return strings.EqualFold(n, name) })
+		if !f.IsValid() {
+			return Tunables{}, fmt.Errorf("members: unknown tunable %q", name)
+		}
+		switch f.Interface().(type) {
+		case time.Duration:
+			d, err := time.ParseDuration(val)
+			if err != nil {
+				return Tunables{}, fmt.Errorf("members: tunable %s: %w", name, err)
+			}
+			f.SetInt(int64(d))
+		case int:
+			i, err := strconv.Atoi(val)
+			if err != nil {
+				return Tunables{}, fmt.Errorf("members: tunable %s: %w", name, err)
+			}
+			f.SetInt(int64(i))
+		}
+	}
+	return t, nil
 }
