@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ var (
 	runs       = flag.Int("members.runs", 0, "repeat the hard-stop detection measurement this many times per profile")
 	size       = flag.Int("members.size", 0, "group size for -members.runs (default 3) and -members.soak (default 5)")
 	overrides  = flag.String("members.overrides", "", "tunables overriding the profiles in the measurements (ParseTunables syntax)")
+	profiles   = flag.String("members.profiles", "fast,default", "profiles measured by -members.runs")
 	partRuns   = flag.Int("members.partition-runs", 0, "repeat the partition-healing measurement this many times, with and without the rejoin loop")
 )
 
@@ -35,6 +37,21 @@ func measureOverrides() Tunables {
 		panic(err)
 	}
 	return t
+}
+
+func overridesNote() string {
+	if *overrides == "" {
+		return ""
+	}
+	return " overrides=" + *overrides
+}
+
+func tableProfiles() []Profile {
+	var ps []Profile
+	for _, p := range strings.Split(*profiles, ",") {
+		ps = append(ps, Profile(strings.TrimSpace(p)))
+	}
+	return ps
 }
 
 func groupSize(def int) int {

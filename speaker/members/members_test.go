@@ -2,6 +2,7 @@ package members
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -281,12 +282,12 @@ func TestDetectionTable(t *testing.T) {
 		t.Skip("set -members.runs=N")
 	}
 	n := groupSize(3)
-	for _, p := range []Profile{ProfileFast, ProfileDefault} {
+	for _, p := range tableProfiles() {
 		var ds []time.Duration
 		for range *runs {
 			ds = append(ds, detect(t, p, n, 60*time.Second))
 		}
-		t.Logf("MEMBERS hard-stop table profile=%s members=%d: %s", p, n, summary(ds))
+		t.Logf("MEMBERS hard-stop table profile=%s%s members=%d: %s", p, overridesNote(), n, summary(ds))
 	}
 }
 
@@ -395,6 +396,7 @@ func TestSoakNoFalsePositives(t *testing.T) {
 			}
 		}()
 	}
+	stalls := watchStalls(done)
 	logs.reset()
 	start := time.Now()
 	end := time.NewTimer(*soak)
@@ -411,9 +413,9 @@ func TestSoakNoFalsePositives(t *testing.T) {
 				events += m.Stats().Events - base[i].Events
 			}
 			suspect, refute := logs.counts()
-			t.Logf("MEMBERS soak profile=fast members=%d: %v idle, %d false positives, %d membership events, "+
-				"%d suspicions raised, %d refuted, max health score %d",
-				n, time.Since(start).Round(time.Second), falsePositives, events, suspect, refute, maxHealth)
+			t.Logf("MEMBERS soak profile=fast%s members=%d: %v idle, %d false positives, %d membership events, "+
+				"%d suspicions raised, %d refuted, max health score %d; %s",
+				overridesNote(), n, time.Since(start).Round(time.Second), falsePositives, events, suspect, refute, maxHealth, stalls())
 			if falsePositives > 0 || events > 0 {
 				t.Errorf("an idle group changed membership")
 			}
@@ -494,4 +496,43 @@ func (c *logCounter) counts() (int, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.suspect, c.refute
+}
+
+// watchStalls measures how late a 10 ms ticker fires in this process: the
+// scheduling stalls (CPU starvation, GC) every member in it suffers at
+// once. It returns a summary function.
+func watchStalls(done <-chan struct{}) func() string {
+	var mu sync.Mutex
+	var worst time.Duration
+	over := map[time.Duration]int{100 * time.Millisecond: 0, 200 * time.Millisecond: 0, 300 * time.Millisecond: 0}
+	go func() {
+		const every = 10 * time.Millisecond
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+				now := time.Now()
+				late := now.Sub(last) - every
+				last = now
+				mu.Lock()
+				worst = max(worst, late)
+				for d := range over {
+					if late > d {
+						over[d]++
+					}
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("process stalls: worst %v, >100ms %d, >200ms %d, >300ms %d", worst.Round(time.Millisecond),
+			over[100*time.Millisecond], over[200*time.Millisecond], over[300*time.Millisecond])
+	}
 }
