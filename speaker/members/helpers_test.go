@@ -20,13 +20,14 @@ import (
 )
 
 var (
-	logMembers = flag.String("members.log", "", "print memberlist and member logs to stderr from this level up (debug, info, warn)")
-	soak       = flag.Duration("members.soak", 0, "run the idle false-positive soak for this long (fast profile)")
-	runs       = flag.Int("members.runs", 0, "repeat the hard-stop detection measurement this many times per profile")
-	size       = flag.Int("members.size", 0, "group size for -members.runs (default 3) and -members.soak (default 5)")
-	overrides  = flag.String("members.overrides", "", "tunables overriding the profiles in the measurements (ParseTunables syntax)")
-	profiles   = flag.String("members.profiles", "fast,default", "profiles measured by -members.runs")
-	partRuns   = flag.Int("members.partition-runs", 0, "repeat the partition-healing measurement this many times, with and without the rejoin loop")
+	logMembers  = flag.String("members.log", "", "print memberlist and member logs to stderr from this level up (debug, info, warn)")
+	soak        = flag.Duration("members.soak", 0, "run the idle false-positive soak for this long (fast profile)")
+	runs        = flag.Int("members.runs", 0, "repeat the hard-stop detection measurement this many times per profile")
+	size        = flag.Int("members.size", 0, "group size for -members.runs (default 3) and -members.soak (default 5)")
+	overrides   = flag.String("members.overrides", "", "tunables overriding the profiles in the measurements (ParseTunables syntax)")
+	profiles    = flag.String("members.profiles", "fast,default", "profiles measured by -members.runs")
+	soakProfile = flag.String("members.soak-profile", "fast", "profile of the soak")
+	partRuns    = flag.Int("members.partition-runs", 0, "repeat the partition-healing measurement this many times, with and without the rejoin loop")
 )
 
 // measureOverrides are the -members.overrides: meant for the flag-gated

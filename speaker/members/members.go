@@ -79,8 +79,13 @@ type Stats struct {
 	// Rejoins counts join attempts made by the rejoin loop (a subset of
 	// Joins + JoinFailures).
 	Rejoins uint64
-	// Events counts membership events (join, leave or death, update).
-	Events uint64
+	// Arrivals counts members seen joining (or alive again after being
+	// declared dead); Departures counts members seen leaving or declared
+	// dead: in a steady group both stay still, and Departures rising with
+	// Arrivals means flapping (false failure detections).
+	Arrivals, Departures uint64
+	// Updates counts members whose address or metadata changed.
+	Updates uint64
 	// HealthScore is memberlist's view of its own timeliness: 0 is
 	// healthy; higher means this member misses probe deadlines and has
 	// slowed its probing (an overloaded node).
@@ -107,7 +112,8 @@ type Members struct {
 	stateMu sync.Mutex // serialises Leave and Shutdown
 	down    bool
 
-	joins, joinFailures, rejoins, events atomic.Uint64
+	joins, joinFailures, rejoins  atomic.Uint64
+	arrivals, departures, updates atomic.Uint64
 }
 
 // Start creates the member: it binds the port and starts probing, alone
@@ -438,13 +444,15 @@ func (m *Members) Stats() Stats {
 		Joins:        m.joins.Load(),
 		JoinFailures: m.joinFailures.Load(),
 		Rejoins:      m.rejoins.Load(),
-		Events:       m.events.Load(),
+		Arrivals:     m.arrivals.Load(),
+		Departures:   m.departures.Load(),
+		Updates:      m.updates.Load(),
 		HealthScore:  m.ml.GetHealthScore(),
 	}
 }
 
-func (m *Members) notify() {
-	m.events.Add(1)
+func (m *Members) notify(counter *atomic.Uint64) {
+	counter.Add(1)
 	select {
 	case m.changes <- struct{}{}:
 	default:
@@ -457,17 +465,17 @@ type eventDelegate struct{ m *Members }
 
 func (d eventDelegate) NotifyJoin(n *memberlist.Node) {
 	d.m.log.Info("member alive", "node", n.Name, "addr", nodeAddr(n))
-	d.m.notify()
+	d.m.notify(&d.m.arrivals)
 }
 
 func (d eventDelegate) NotifyLeave(n *memberlist.Node) {
 	d.m.log.Info("member gone (left or dead)", "node", n.Name, "addr", nodeAddr(n))
-	d.m.notify()
+	d.m.notify(&d.m.departures)
 }
 
 func (d eventDelegate) NotifyUpdate(n *memberlist.Node) {
 	d.m.log.Debug("member updated", "node", n.Name, "addr", nodeAddr(n))
-	d.m.notify()
+	d.m.notify(&d.m.updates)
 }
 
 var _ memberlist.EventDelegate = eventDelegate{}

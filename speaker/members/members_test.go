@@ -119,8 +119,8 @@ func TestJoinConverges(t *testing.T) {
 	t.Logf("MEMBERS join: 3 members converged in %v", d.Round(time.Millisecond))
 	for _, m := range ms {
 		st := m.Stats()
-		if st.Alive != 3 || st.Known != 2 || st.Events < 2 {
-			t.Errorf("%s stats %+v: want Alive 3, Known 2 (self left out), Events ≥ 2", m.ml.LocalNode().Name, st)
+		if st.Alive != 3 || st.Known != 2 || st.Arrivals != 3 || st.Departures != 0 {
+			t.Errorf("%s stats %+v: want Alive 3, Known 2 (self left out), Arrivals 3 (self included), Departures 0", m.ml.LocalNode().Name, st)
 		}
 	}
 }
@@ -357,17 +357,21 @@ func TestPartitionTable(t *testing.T) {
 	}
 }
 
-// TestSoakNoFalsePositives: an idle group of the fast profile must never
-// lose a member: go test ./speaker/members -run Soak -members.soak=10m [-members.size=5] -v
+// TestSoakNoFalsePositives: an idle group must never lose a member:
+// go test ./speaker/members -run Soak -members.soak=10m [-members.soak-profile=fast] [-members.size=5] -v
+// All members share this process, so a stall of the process (CPU
+// starvation) hits them all at once: a harsher test than nodes that stall
+// one at a time. The stalls are measured and reported beside the result.
 func TestSoakNoFalsePositives(t *testing.T) {
 	if *soak == 0 {
 		t.Skip("set -members.soak=DURATION")
 	}
 	n := groupSize(5)
+	p := Profile(*soakProfile)
 	var opts []Options
 	logs := &logCounter{next: testHandler()}
 	for i := range n {
-		o := testOptions(i, ProfileFast)
+		o := testOptions(i, p)
 		o.Logger = slog.New(logs)
 		opts = append(opts, o)
 	}
@@ -378,59 +382,45 @@ func TestSoakNoFalsePositives(t *testing.T) {
 	for i, m := range ms {
 		base[i] = m.Stats()
 	}
-	changed := make(chan struct{}, 1)
 	done := make(chan struct{})
 	defer close(done)
-	for _, m := range ms {
-		go func() {
-			for {
-				select {
-				case <-done:
-					return
-				case <-m.Changes():
-					select {
-					case changed <- struct{}{}:
-					default:
-					}
-				}
-			}
-		}()
-	}
 	stalls := watchStalls(done)
 	logs.reset()
 	start := time.Now()
 	end := time.NewTimer(*soak)
 	defer end.Stop()
-	falsePositives := 0
 	maxHealth := 0
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	var lost uint64
 	for {
 		select {
-		case <-end.C:
-			events := uint64(0)
+		case <-tick.C:
+			var departures uint64
 			for i, m := range ms {
-				events += m.Stats().Events - base[i].Events
+				st := m.Stats()
+				maxHealth = max(maxHealth, st.HealthScore)
+				departures += st.Departures - base[i].Departures
+			}
+			if departures > lost && lost < 20 {
+				t.Logf("MEMBERS soak: at %v, %d members declared gone so far", time.Since(start).Round(100*time.Millisecond), departures)
+			}
+			lost = departures
+		case <-end.C:
+			var departures, arrivals uint64
+			for i, m := range ms {
+				st := m.Stats()
+				departures += st.Departures - base[i].Departures
+				arrivals += st.Arrivals - base[i].Arrivals
 			}
 			suspect, refute := logs.counts()
-			t.Logf("MEMBERS soak profile=fast%s members=%d: %v idle, %d false positives, %d membership events, "+
-				"%d suspicions raised, %d refuted, max health score %d; %s",
-				overridesNote(), n, time.Since(start).Round(time.Second), falsePositives, events, suspect, refute, maxHealth, stalls())
-			if falsePositives > 0 || events > 0 {
-				t.Errorf("an idle group changed membership")
+			t.Logf("MEMBERS soak profile=%s%s members=%d: %v idle, %d false detections (a member declared another gone), "+
+				"%d returns, %d suspicions raised, %d refuted, max health score %d; %s",
+				p, overridesNote(), n, time.Since(start).Round(time.Second), departures, arrivals, suspect, refute, maxHealth, stalls())
+			if departures > 0 {
+				t.Errorf("an idle group lost members")
 			}
 			return
-		case <-tick.C:
-			for _, m := range ms {
-				maxHealth = max(maxHealth, m.Stats().HealthScore)
-			}
-		case <-changed:
-			for _, m := range ms {
-				if got := m.Alive(); !slices.Equal(got, all) {
-					falsePositives++
-					t.Logf("MEMBERS soak: at %v %s sees %v", time.Since(start).Round(time.Millisecond), m.ml.LocalNode().Name, got)
-				}
-			}
 		}
 	}
 }
