@@ -1,6 +1,7 @@
 package members
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -365,14 +366,27 @@ func (m *Members) join(addrs []netip.AddrPort, rejoin bool) {
 			}
 			if _, err := m.ml.Join([]string{a.String()}); err != nil {
 				m.joinFailures.Add(1)
-				m.log.Debug("join failed", "peer", a, "rejoin", rejoin, "err", err)
+				// A peer that is down fails every rejoin round: only
+				// the first attempt is worth a warning.
+				level := slog.LevelWarn
+				if rejoin {
+					level = slog.LevelDebug
+				}
+				m.log.Log(context.Background(), level, "join failed", "peer", a, "rejoin", rejoin, "err", err)
 				return
 			}
 			m.joins.Add(1)
 			m.log.Debug("joined", "peer", a, "rejoin", rejoin)
 		})
 	}
-	wg.Wait()
+	// Shutdown must not wait for joins to peers that do not answer
+	// (up to TCPTimeout each): they fail on their own once it is done.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-m.stop:
+	}
 }
 
 // Alive returns the sorted names of the members alive now, this one

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -526,5 +527,50 @@ func watchStalls(done <-chan struct{}) func() string {
 		defer mu.Unlock()
 		return fmt.Sprintf("process stalls: worst %v, >100ms %d, >200ms %d, >300ms %d", worst.Round(time.Millisecond),
 			over[100*time.Millisecond], over[200*time.Millisecond], over[300*time.Millisecond])
+	}
+}
+
+// blackholeTransport dials nothing: a dial waits out its timeout, as one
+// to a host that is gone does.
+type blackholeTransport struct {
+	memberlist.Transport
+	dialing chan struct{}
+}
+
+func (b *blackholeTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	select {
+	case b.dialing <- struct{}{}:
+	default:
+	}
+	time.Sleep(timeout)
+	return nil, fmt.Errorf("dial %s: i/o timeout", addr)
+}
+
+// TestShutdownDoesNotWaitForJoins: a join to a peer that never answers
+// holds its dial for TCPTimeout (10 s with the default profile); Shutdown
+// returns without waiting for it.
+func TestShutdownDoesNotWaitForJoins(t *testing.T) {
+	o := testOptions(0, ProfileDefault)
+	bh := &blackholeTransport{dialing: make(chan struct{}, 1)}
+	o.wrapTransport = func(t memberlist.Transport, _ netip.AddrPort) memberlist.Transport {
+		bh.Transport = t
+		return bh
+	}
+	m, err := Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetPeers([]netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")})
+	select {
+	case <-bh.dialing:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no join attempted")
+	}
+	start := time.Now()
+	if err := m.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Shutdown took %v with a join in flight", d)
 	}
 }
