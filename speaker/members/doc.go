@@ -56,8 +56,6 @@
 //
 //	go test ./speaker/members -run DetectionTable -members.runs=20 [-members.size=5] -v
 //
-//	go test ./speaker/members -run DetectionTable -members.runs=20 [-members.size=5] -v
-//
 // A member that calls Leave is gone at the others within a gossip interval
 // (measured: ~0.2–0.3 s with default, ~0.06 s with fast), far sooner than
 // a failure is detected.
@@ -82,10 +80,9 @@
 //	fast, 200 ms / 100 ms    9 (SuspicionMult 2, detection ~1 s)
 //
 // No failure detector that answers in half a second can ride out stalls
-// longer than that: the fast profile is for nodes where
-// the speaker gets its CPU when it needs it — no CPU limit (CFS
-// throttling stalls a process for up to a period), a CPU request, a
-// node-critical priority class. Stats.HealthScore rising above 0 means the
+// longer than that: the fast profile is for nodes where the speaker gets
+// its CPU when it needs it — no CPU limit (CFS throttling stalls a process
+// for up to a period), a CPU request, a node-critical priority class. Stats.HealthScore rising above 0 means the
 // member misses its own probe deadlines (memberlist then slows its probing
 // down, up to AwarenessMaxMultiplier).
 package members
