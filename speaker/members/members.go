@@ -1,0 +1,495 @@
+package members
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// DefaultPort is memberlist's usual port, used for both UDP and TCP.
+const DefaultPort = 7946
+
+// DefaultRejoinInterval is how often the known peers that are not alive are
+// joined again when Options.RejoinInterval is zero.
+const DefaultRejoinInterval = 3 * time.Second
+
+// joinParallel bounds the joins in flight at once.
+const joinParallel = 4
+
+// Options configure a member.
+type Options struct {
+	// NodeName is this member's name, unique in the group: the
+	// Kubernetes node name. Required.
+	NodeName string
+	// BindAddr is the address to listen on, normally the node's IP.
+	// Required. When it is unspecified (0.0.0.0 or ::), AdvertiseAddr is
+	// required.
+	BindAddr netip.Addr
+	// AdvertiseAddr is the address the other members reach this one at.
+	// Zero: BindAddr.
+	AdvertiseAddr netip.Addr
+	// Port is the UDP and TCP port. Zero: DefaultPort.
+	Port int
+	// Key is the gossip encryption key (AES-128/192/256: 16, 24 or 32
+	// raw bytes), from the Secret the controller creates. Every message
+	// is encrypted and authenticated with it; members with another key,
+	// or none, cannot join.
+	Key []byte
+	// Insecure allows running without a Key. It must be set explicitly
+	// (the speaker's --memberlist-insecure flag); it is ignored when Key
+	// is set.
+	Insecure bool
+	// Profile selects the timings; zero is ProfileDefault.
+	Profile Profile
+	// Overrides replace single timings of the profile (zero fields keep
+	// the profile's value).
+	Overrides Tunables
+	// RejoinInterval is how often the known peers (SetPeers) that are not
+	// alive are joined again: memberlist alone does not reliably merge a
+	// group again after a partition. Zero: DefaultRejoinInterval;
+	// negative: never (peers are then joined only when first known).
+	RejoinInterval time.Duration
+	// Logger receives memberlist's logs (its DEBUG lines at debug level)
+	// and membership changes. Nil: slog.Default().
+	Logger *slog.Logger
+
+	// test seams
+	anyPort       bool // bind a free port (Port is ignored)
+	wrapTransport func(t memberlist.Transport, self netip.AddrPort) memberlist.Transport
+}
+
+// Stats are counters for metrics.
+type Stats struct {
+	// Alive is the number of members alive now, this one included.
+	Alive int
+	// Known is the number of peers last given to SetPeers (without self).
+	Known int
+	// Joins counts peers contacted successfully by a join or rejoin.
+	Joins uint64
+	// JoinFailures counts join attempts that reached no member.
+	JoinFailures uint64
+	// Rejoins counts join attempts made by the rejoin loop (a subset of
+	// Joins + JoinFailures).
+	Rejoins uint64
+	// Arrivals counts members seen joining (or alive again after being
+	// declared dead); Departures counts members seen leaving or declared
+	// dead: in a steady group both stay still, and Departures rising with
+	// Arrivals means flapping (false failure detections).
+	Arrivals, Departures uint64
+	// Updates counts members whose address or metadata changed.
+	Updates uint64
+	// HealthScore is memberlist's view of its own timeliness: 0 is
+	// healthy; higher means this member misses probe deadlines and has
+	// slowed its probing (an overloaded node).
+	HealthScore int
+}
+
+// Members is this speaker's view of which speakers are alive.
+type Members struct {
+	ml      *memberlist.Memberlist
+	log     *slog.Logger
+	self    netip.AddrPort
+	tun     Tunables
+	rejoin  time.Duration
+	changes chan struct{}
+
+	mu      sync.Mutex
+	peers   []netip.AddrPort // known, without self, sorted
+	pending []netip.AddrPort // new in SetPeers, not yet joined
+
+	kick     chan struct{}
+	stop     chan struct{}
+	loopDone chan struct{}
+
+	stateMu sync.Mutex // serialises Leave and Shutdown
+	down    bool
+
+	joins, joinFailures, rejoins  atomic.Uint64
+	arrivals, departures, updates atomic.Uint64
+}
+
+// Start creates the member: it binds the port and starts probing, alone
+// until SetPeers gives it peers.
+func Start(o Options) (*Members, error) {
+	if o.NodeName == "" {
+		return nil, errors.New("members: NodeName is required")
+	}
+	if !o.BindAddr.IsValid() {
+		return nil, errors.New("members: BindAddr is required")
+	}
+	if o.BindAddr.IsUnspecified() && !o.AdvertiseAddr.IsValid() {
+		return nil, fmt.Errorf("members: bind address %v is unspecified: set AdvertiseAddr", o.BindAddr)
+	}
+	if len(o.Key) == 0 && !o.Insecure {
+		return nil, errors.New("members: no gossip encryption key (the memberlist Secret); " +
+			"to run without encryption set --memberlist-insecure explicitly")
+	}
+	if len(o.Key) > 0 {
+		if err := memberlist.ValidateKey(o.Key); err != nil {
+			return nil, fmt.Errorf("members: gossip key: %w (want 16, 24 or 32 bytes, got %d)", err, len(o.Key))
+		}
+	}
+	port := o.Port
+	if port == 0 {
+		port = DefaultPort
+	}
+	if port < 1 || port > 65535 {
+		return nil, fmt.Errorf("members: port %d out of range", o.Port)
+	}
+	if o.anyPort {
+		port = 0
+	}
+	tun, err := o.Profile.Tunables()
+	if err != nil {
+		return nil, err
+	}
+	tun = tun.merge(o.Overrides)
+	if err := tun.validate(); err != nil {
+		return nil, err
+	}
+	l := o.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l = l.With("component", "memberlist")
+	if len(o.Key) == 0 {
+		l.Warn("gossip is not encrypted (--memberlist-insecure): any host that reaches the port can join and forge membership")
+	} else if o.Insecure {
+		l.Info("a gossip key is set: --memberlist-insecure is ignored and gossip is encrypted")
+	}
+
+	m := &Members{
+		log:      l,
+		tun:      tun,
+		rejoin:   o.RejoinInterval,
+		changes:  make(chan struct{}, 1),
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+	}
+	if m.rejoin == 0 {
+		m.rejoin = DefaultRejoinInterval
+	}
+
+	mlLog := log.New(logWriter{l}, "", 0)
+	nt, err := newNetTransport(o.BindAddr, port, mlLog)
+	if err != nil {
+		return nil, err
+	}
+	port = nt.GetAutoBindPort()
+
+	conf := memberlist.DefaultLANConfig()
+	tun.apply(conf)
+	conf.Name = o.NodeName
+	conf.BindAddr = o.BindAddr.String()
+	conf.BindPort = port
+	conf.AdvertisePort = port
+	if o.AdvertiseAddr.IsValid() {
+		conf.AdvertiseAddr = o.AdvertiseAddr.String()
+	}
+	if len(o.Key) > 0 {
+		conf.SecretKey = slices.Clone(o.Key)
+	}
+	conf.Logger = mlLog
+	conf.Events = eventDelegate{m}
+	var tr memberlist.Transport = nt
+	if o.wrapTransport != nil {
+		tr = o.wrapTransport(nt, netip.AddrPortFrom(o.BindAddr, uint16(port)))
+	}
+	conf.Transport = tr
+
+	ml, err := memberlist.Create(conf)
+	if err != nil {
+		_ = nt.Shutdown()
+		return nil, fmt.Errorf("members: %w", err)
+	}
+	m.ml = ml
+	ln := ml.LocalNode()
+	m.self = nodeAddr(ln)
+	l.Info("memberlist started", "node", o.NodeName, "addr", m.self, "profile", profileName(o.Profile),
+		"encrypted", len(o.Key) > 0, "probeInterval", tun.ProbeInterval, "probeTimeout", tun.ProbeTimeout,
+		"suspicionMult", tun.SuspicionMult, "rejoinInterval", m.rejoin)
+	go m.loop()
+	return m, nil
+}
+
+func profileName(p Profile) Profile {
+	if p == "" {
+		return ProfileDefault
+	}
+	return p
+}
+
+// newNetTransport binds UDP and TCP on addr:port; with port 0 it retries,
+// since the free TCP port the kernel picks may be taken for UDP.
+func newNetTransport(addr netip.Addr, port int, l *log.Logger) (*memberlist.NetTransport, error) {
+	tries := 1
+	if port == 0 {
+		tries = 10
+	}
+	var err error
+	for range tries {
+		var nt *memberlist.NetTransport
+		nt, err = memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+			BindAddrs: []string{addr.String()},
+			BindPort:  port,
+			Logger:    l,
+		})
+		if err == nil {
+			return nt, nil
+		}
+	}
+	return nil, fmt.Errorf("members: %w", err)
+}
+
+func nodeAddr(n *memberlist.Node) netip.AddrPort {
+	a, _ := netip.AddrFromSlice(n.Addr)
+	return netip.AddrPortFrom(a.Unmap(), n.Port)
+}
+
+// Addr is the address this member advertises.
+func (m *Members) Addr() netip.AddrPort { return m.self }
+
+// Tunables are the timings in effect.
+func (m *Members) Tunables() Tunables { return m.tun }
+
+// SetPeers sets the known speakers (found through Kubernetes). Peers not
+// known before are joined at once, in the background; every
+// RejoinInterval, the known peers that are not alive are joined again.
+// This member's own address is ignored. The slice is not retained.
+func (m *Members) SetPeers(addrs []netip.AddrPort) {
+	peers := make([]netip.AddrPort, 0, len(addrs))
+	for _, a := range addrs {
+		a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+		if !a.IsValid() || a == m.self {
+			continue
+		}
+		peers = append(peers, a)
+	}
+	slices.SortFunc(peers, netip.AddrPort.Compare)
+	peers = slices.Compact(peers)
+
+	m.mu.Lock()
+	for _, p := range peers {
+		if _, known := slices.BinarySearchFunc(m.peers, p, netip.AddrPort.Compare); !known {
+			m.pending = append(m.pending, p)
+		}
+	}
+	m.peers = peers
+	kick := len(m.pending) > 0
+	m.mu.Unlock()
+	if kick {
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (m *Members) loop() {
+	defer close(m.loopDone)
+	var tick <-chan time.Time
+	if m.rejoin > 0 {
+		t := time.NewTicker(m.rejoin)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-m.kick:
+			m.mu.Lock()
+			var todo []netip.AddrPort // pending and still known
+			for _, p := range m.pending {
+				if _, known := slices.BinarySearchFunc(m.peers, p, netip.AddrPort.Compare); known {
+					todo = append(todo, p)
+				}
+			}
+			m.pending = nil
+			m.mu.Unlock()
+			m.join(m.notAlive(todo), false)
+		case <-tick:
+			m.mu.Lock()
+			todo := slices.Clone(m.peers)
+			m.mu.Unlock()
+			m.join(m.notAlive(todo), true)
+		}
+	}
+}
+
+// notAlive returns the addresses of addrs that no alive member has.
+func (m *Members) notAlive(addrs []netip.AddrPort) []netip.AddrPort {
+	if len(addrs) == 0 {
+		return nil
+	}
+	alive := map[netip.AddrPort]bool{}
+	for _, n := range m.ml.Members() {
+		alive[nodeAddr(n)] = true
+	}
+	var out []netip.AddrPort
+	for _, a := range addrs {
+		if !alive[a] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// join contacts each address (a push/pull state exchange over TCP), a few
+// at a time so that peers that are gone do not hold up the others.
+func (m *Members) join(addrs []netip.AddrPort, rejoin bool) {
+	if len(addrs) == 0 {
+		return
+	}
+	sem := make(chan struct{}, joinParallel)
+	var wg sync.WaitGroup
+	for _, a := range addrs {
+		select {
+		case <-m.stop:
+			return
+		case sem <- struct{}{}:
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if rejoin {
+				m.rejoins.Add(1)
+			}
+			if _, err := m.ml.Join([]string{a.String()}); err != nil {
+				m.joinFailures.Add(1)
+				// A peer that is down fails every rejoin round: only
+				// the first attempt is worth a warning.
+				level := slog.LevelWarn
+				if rejoin {
+					level = slog.LevelDebug
+				}
+				m.log.Log(context.Background(), level, "join failed", "peer", a, "rejoin", rejoin, "err", err)
+				return
+			}
+			m.joins.Add(1)
+			m.log.Debug("joined", "peer", a, "rejoin", rejoin)
+		})
+	}
+	// Shutdown must not wait for joins to peers that do not answer
+	// (up to TCPTimeout each): they fail on their own once it is done.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-m.stop:
+	}
+}
+
+// Alive returns the sorted names of the members alive now, this one
+// included (unless it has left).
+func (m *Members) Alive() []string {
+	nodes := m.ml.Members()
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Changes receives a value after any join, leave, death or update of a
+// member. Notifications are coalesced (the channel holds one): read
+// Alive after each.
+func (m *Members) Changes() <-chan struct{} { return m.changes }
+
+// Leave tells the other members that this one is leaving, waiting up to
+// timeout for the message to go out, and stops rejoining. The member keeps
+// answering until Shutdown.
+func (m *Members) Leave(timeout time.Duration) error {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	if m.down {
+		return errors.New("members: leave after shutdown")
+	}
+	m.stopLoop()
+	if err := m.ml.Leave(timeout); err != nil {
+		return fmt.Errorf("members: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops the member without telling the others (call Leave first
+// for that): they will declare it dead after the failure detection time.
+// It is safe to call more than once.
+func (m *Members) Shutdown() error {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	if m.down {
+		return nil
+	}
+	m.down = true
+	m.stopLoop()
+	err := m.ml.Shutdown()
+	<-m.loopDone
+	return err
+}
+
+// stopLoop stops the join loop; the caller holds stateMu.
+func (m *Members) stopLoop() {
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
+}
+
+// Stats returns counters for metrics.
+func (m *Members) Stats() Stats {
+	m.mu.Lock()
+	known := len(m.peers)
+	m.mu.Unlock()
+	return Stats{
+		Alive:        m.ml.NumMembers(),
+		Known:        known,
+		Joins:        m.joins.Load(),
+		JoinFailures: m.joinFailures.Load(),
+		Rejoins:      m.rejoins.Load(),
+		Arrivals:     m.arrivals.Load(),
+		Departures:   m.departures.Load(),
+		Updates:      m.updates.Load(),
+		HealthScore:  m.ml.GetHealthScore(),
+	}
+}
+
+func (m *Members) notify(counter *atomic.Uint64) {
+	counter.Add(1)
+	select {
+	case m.changes <- struct{}{}:
+	default:
+	}
+}
+
+// eventDelegate receives memberlist's events. memberlist calls it with its
+// node lock held: it must not call back into memberlist.
+type eventDelegate struct{ m *Members }
+
+func (d eventDelegate) NotifyJoin(n *memberlist.Node) {
+	d.m.log.Info("member alive", "node", n.Name, "addr", nodeAddr(n))
+	d.m.notify(&d.m.arrivals)
+}
+
+func (d eventDelegate) NotifyLeave(n *memberlist.Node) {
+	d.m.log.Info("member gone (left or dead)", "node", n.Name, "addr", nodeAddr(n))
+	d.m.notify(&d.m.departures)
+}
+
+func (d eventDelegate) NotifyUpdate(n *memberlist.Node) {
+	d.m.log.Debug("member updated", "node", n.Name, "addr", nodeAddr(n))
+	d.m.notify(&d.m.updates)
+}
+
+var _ memberlist.EventDelegate = eventDelegate{}
