@@ -146,8 +146,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	err := r.apply(ctx, svc, p)
 	r.log.Debug("synced", "service", req.NamespacedName, "failure", p.failure, "clear", p.clear, "error", err)
 	if apierrors.IsConflict(err) {
-		// The cache was behind the object: sync again from a newer copy.
-		return reconcile.Result{Requeue: true}, nil
+		// The cache was behind the object: sync again from a newer copy
+		// (the watch event that updates it also requeues the key).
+		return reconcile.Result{RequeueAfter: 20 * time.Millisecond}, nil
 	}
 	return reconcile.Result{}, err
 }

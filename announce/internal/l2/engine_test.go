@@ -20,7 +20,6 @@ type fake struct {
 	events   []string
 	missing  map[string]int // interface -> lookups that still fail
 	links    map[string]*fakeLink
-	resets   int
 	index    int
 	loseFail bool
 }
