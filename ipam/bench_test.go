@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"fmt"
+	"github.com/herald-lb/herald/internal/cputime"
 	"runtime"
 	"testing"
 
@@ -94,12 +95,12 @@ func BenchmarkAssign100k(b *testing.B) {
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for i := 0; i < b.N; i++ {
 				assignAll(b, tc.pools(), tc.svcs)
 			}
 			b.StopTimer()
-			b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(b.N*len(tc.svcs)), "cpu-ns/assign")
+			b.ReportMetric(float64((cputime.Process()-cpu).Nanoseconds())/float64(b.N*len(tc.svcs)), "cpu-ns/assign")
 			reportMemory(b, tc.pools(), tc.svcs)
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(tc.svcs)), "ns/assign")
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/100k")
@@ -133,7 +134,7 @@ func BenchmarkChurn(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		j := next(len(svcs))
 		for !assigned[j] {
@@ -149,7 +150,7 @@ func BenchmarkChurn(b *testing.B) {
 		assigned[k] = true
 	}
 	b.StopTimer()
-	b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((cputime.Process()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkAssignAt measures one Assign plus one Release with 1k, 10k and
@@ -166,7 +167,7 @@ func BenchmarkAssignAt(b *testing.B) {
 			probe := mixedServices("probe", 5)
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for i := 0; i < b.N; i++ {
 				s := probe[i%5]
 				if _, err := a.Assign(s); err != nil {
@@ -175,7 +176,7 @@ func BenchmarkAssignAt(b *testing.B) {
 				a.Release(s.Key)
 			}
 			b.StopTimer()
-			b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64((cputime.Process()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"github.com/herald-lb/herald/internal/cputime"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -94,11 +95,11 @@ func TestBenchInputs(t *testing.T) {
 func BenchmarkCompute(b *testing.B) {
 	in := benchInputs()
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		Compute(in)
 	}
-	b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((cputime.Process()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkFor is one node picking its part of a plan.
