@@ -2,11 +2,11 @@ package ipam
 
 import (
 	"fmt"
-	"github.com/herald-lb/herald/internal/cputime"
 	"runtime"
 	"testing"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/internal/cputime"
 )
 
 const benchServices = 100_000

@@ -2,12 +2,12 @@ package plan
 
 import (
 	"fmt"
-	"github.com/herald-lb/herald/internal/cputime"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/internal/cputime"
 )
 
 // benchInputs is a cluster of 100 nodes in four zones (two of them NotReady
