@@ -60,14 +60,17 @@
 // (measured: ~0.2–0.3 s with default, ~0.06 s with fast), far sooner than
 // a failure is detected.
 //
-// False detections, idle group of five members for ten minutes:
+// False detections, idle group of five members:
 //
 //	go test ./speaker/members -run Soak -members.soak=10m [-members.soak-profile=default] -v
 //
 // On the 2-core machine of these measurements, idle (load average below
 // 3; the process never stalled more than 106 ms), no profile raised a
 // single suspicion in ten minutes: default, fast, and fast with
-// SuspicionMult 2 alike.
+// SuspicionMult 2 alike. A 20-minute run of fast was as quiet for its
+// first ten minutes; then other work brought the load to 4–5 and stalls
+// of up to 257 ms (6 over 200 ms): 46 suspicions, 3 of them ending in a
+// false detection.
 //
 // The same machine shared with a Kubernetes build (load average 13–20) is
 // another story. All members live in one process, so they stall together,
