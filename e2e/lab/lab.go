@@ -84,9 +84,9 @@ func Open() (*Lab, error) {
 		return nil, fmt.Errorf("lab env: LAB_NODES: %w", err)
 	}
 	for i := 1; i <= n; i++ {
-		// NODE_i=name ipv4 ipv6 podcidr containerd-socket
+		// NODE_i=name ipv4 ipv6 podcidr containerd-socket [podcidr6 (dual-stack lab)]
 		f := strings.Fields(env[fmt.Sprintf("NODE_%d", i)])
-		if len(f) != 5 {
+		if len(f) != 5 && len(f) != 6 {
 			return nil, fmt.Errorf("lab env: bad NODE_%d %q", i, env[fmt.Sprintf("NODE_%d", i)])
 		}
 		node := e2e.Node{Name: f[0], Interface: "eth0"}
@@ -98,6 +98,11 @@ func Open() (*Lab, error) {
 		}
 		if node.PodCIDR, err = netip.ParsePrefix(f[3]); err != nil {
 			return nil, err
+		}
+		if len(f) == 6 {
+			if node.PodCIDRv6, err = netip.ParsePrefix(f[5]); err != nil {
+				return nil, err
+			}
 		}
 		l.nodes = append(l.nodes, node)
 		l.socks[node.Name] = f[4]
