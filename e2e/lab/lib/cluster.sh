@@ -25,6 +25,7 @@ controlplane_up() {
 		--tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
 		--client-ca-file "$pki/ca.crt" \
 		--kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key" \
+		--kubelet-preferred-address-types InternalIP \
 		--service-account-issuer https://kubernetes.default.svc.cluster.local \
 		--service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
 		--service-cluster-ip-range "$(service_cidrs)" \
