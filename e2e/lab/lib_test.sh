@@ -5,6 +5,7 @@
 #    lab used to (`phase STEP || return 1`, where bash ignores errexit inside STEP);
 #  - try_phase reports a failed step and lets the caller go on; phase keeps the variables a step sets;
 #  - a daemon is stopped by PID only while the PID is still the process the lab started;
+#  - `lab herald-up` installs the speaker DaemonSet only with LAB_SPEAKER=1, with NET_RAW and NET_ADMIN only;
 #  - the address plan: dual-stack by default (both families in the Kubernetes flags and the CNI config, per-node
 #    IPv6 pod CIDRs inside the cluster's /56 and distinct), IPv4 only with LAB_IPV6=0.
 # LAB_LIB=DIR tests the library in DIR instead (e.g. an older version of e2e/lab/lib).
@@ -27,7 +28,7 @@ run_lab() {
 	cat >"$WORK/run.sh" <<EOF
 set -euo pipefail
 export HERALD_LAB_STATE=$WORK/state HERALD_CACHE=$WORK/cache PATH=$WORK/bin:\$PATH
-for f in common pki net cluster; do source "$LIB/\$f.sh"; done
+for f in common pki net cluster routers images lifecycle standin demo; do source "$LIB/\$f.sh"; done
 if declare -F lab_strict >/dev/null; then lab_strict; fi
 $script
 EOF
@@ -196,6 +197,46 @@ if [ "$status" != 0 ] || grep -q '::' "$WORK/out" ||
 	sed 's/^/      /' "$WORK/out"
 else
 	pass "LAB_IPV6=0: IPv4 only in the flags, kube-proxy and CNI"
+fi
+
+# 9. lab herald-up / herald-down against a kubectl that records what it is asked (and the manifests it is fed):
+#    the speaker DaemonSet only with LAB_SPEAKER=1, from the Herald image, with exactly NET_RAW and NET_ADMIN added
+#    to an empty capability set; herald-down removes it either way.
+mkdir -p "$WORK/cache/k8s-v1.37.2/bin"
+cat >"$WORK/cache/k8s-v1.37.2/bin/kubectl" <<'EOF'
+#!/bin/sh
+echo "kubectl $*" >>"$KUBECTL_LOG"
+case " $* " in *" -f - "*) cat >>"$KUBECTL_LOG" ;; esac
+exit 0
+EOF
+chmod +x "$WORK/cache/k8s-v1.37.2/bin/kubectl"
+herald_up_log() {
+	rm -f "$WORK/kubectl.log"
+	KUBECTL_LOG=$WORK/kubectl.log run_lab 'herald_up; herald_down'
+	touch "$WORK/kubectl.log"
+}
+LAB_SPEAKER=0 herald_up_log
+off=$(cat "$WORK/kubectl.log")
+off_status=$status
+LAB_SPEAKER=1 HERALD_IMAGE=localhost/herald:test herald_up_log
+on=$WORK/kubectl.log
+# The container's capabilities: the drop/add lines between "capabilities:" and "privileged:".
+caps=$(sed -n '/^ *capabilities:/,/^ *privileged:/p' "$on" | grep -E '^ *(drop|add):' | tr -d ' ')
+if [ "$off_status" != 0 ] || [ "$status" != 0 ] || echo "$off" | grep -q 'kind: DaemonSet' ||
+	! echo "$off" | grep -q 'delete daemonset herald-speaker' ||
+	! grep -q 'name: herald-speaker' "$on" || ! grep -q 'rollout status ds/herald-speaker' "$on" ||
+	! grep -q 'image: localhost/herald:test' "$on" || ! grep -qF 'args: [speaker, --node-name=$(NODE_NAME)]' "$on" ||
+	! grep -q 'hostNetwork: true' "$on" || [ "$caps" != "$(printf 'drop:[ALL]\nadd:[NET_RAW,NET_ADMIN]')" ] ||
+	grep -q 'privileged: true' "$on" || ! grep -q 'delete daemonset herald-speaker' "$on"; then
+	fail "herald-up with and without LAB_SPEAKER (status $off_status, $status; capabilities: $caps):"
+	{
+		echo "--- LAB_SPEAKER=0:"
+		echo "$off"
+		echo "--- LAB_SPEAKER=1:"
+		cat "$on"
+	} | sed 's/^/      /'
+else
+	pass "lab herald-up installs the speaker only with LAB_SPEAKER=1: Herald image, hostNetwork, NET_RAW + NET_ADMIN only"
 fi
 
 if [ "$failures" -gt 0 ]; then
