@@ -48,6 +48,7 @@ type Node struct {
 	IPv4      netip.Addr // LAN addresses
 	IPv6      netip.Addr
 	PodCIDR   netip.Prefix
+	PodCIDRv6 netip.Prefix // the node's IPv6 pod range; invalid (zero) when the cluster is single-stack IPv4
 }
 
 // Ranges are address ranges kept free for load-balancer addresses.

@@ -133,16 +133,24 @@ var byHandClass = "e2e.herald.dev/by-hand"
 // writes lbIP into the Service status by hand (standing in for the controller). It returns the Service name.
 func echoService(t *testing.T, ctx context.Context, ns string, lbIP netip.Addr) string {
 	t.Helper()
+	echoDeployment(t, ctx, ns)
+	return lbService(t, ctx, ns, "echo", nil, nil, lbIP).Name
+}
+
+var echoLabels = map[string]string{"app": "echo"}
+
+// echoDeployment deploys the echo backend (one replica per node) in ns and waits until every replica is ready.
+func echoDeployment(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
 	kube := cluster.Kube()
 	replicas := int32(len(cluster.Nodes()))
-	labels := map[string]string{"app": "echo"}
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: ns},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Selector: &metav1.LabelSelector{MatchLabels: echoLabels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: echoLabels},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{echoContainer(":8080", ":9090")}},
 			},
 		},
@@ -150,33 +158,52 @@ func echoService(t *testing.T, ctx context.Context, ns string, lbIP netip.Addr) 
 	if _, err := kube.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, ctx, "echo pods ready", func() (bool, error) {
+		d, err := kube.AppsV1().Deployments(ns).Get(ctx, dep.Name, metav1.GetOptions{})
+		return err == nil && d.Status.ReadyReplicas == replicas, err
+	})
+}
+
+// lbService creates a LoadBalancer Service in front of the echo backend (HTTP on 80, UDP on 9090) with the given
+// IP family policy and families (nil: the cluster's defaults) and writes lbIPs into its status by hand (standing
+// in for the controller). It returns the Service as the API server completed it (cluster IPs, families).
+func lbService(t *testing.T, ctx context.Context, ns, name string, policy *corev1.IPFamilyPolicy,
+	families []corev1.IPFamily, lbIPs ...netip.Addr) *corev1.Service {
+	t.Helper()
+	kube := cluster.Kube()
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeLoadBalancer,
 			// A class of its own keeps any load-balancer controller (Herald's too) away from the status the
 			// test writes by hand; kube-proxy serves the address all the same.
 			LoadBalancerClass: &byHandClass,
-			Selector:          labels,
+			IPFamilyPolicy:    policy,
+			IPFamilies:        families,
+			Selector:          echoLabels,
 			Ports: []corev1.ServicePort{
 				{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
 				{Name: "udp", Port: 9090, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolUDP},
 			},
 		},
 	}
-	if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	var ingress []corev1.LoadBalancerIngress
+	for _, ip := range lbIPs {
+		ingress = append(ingress, corev1.LoadBalancerIngress{IP: ip.String()})
+	}
+	svc, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "echo pods ready", func() (bool, error) {
-		d, err := kube.AppsV1().Deployments(ns).Get(ctx, dep.Name, metav1.GetOptions{})
-		return err == nil && d.Status.ReadyReplicas == replicas, err
-	})
-	patch := fmt.Sprintf(`{"status":{"loadBalancer":{"ingress":[{"ip":%q}]}}}`, lbIP)
-	if _, err := kube.CoreV1().Services(ns).Patch(ctx, svc.Name, types.MergePatchType, []byte(patch),
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"loadBalancer": map[string]any{"ingress": ingress}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc, err = kube.CoreV1().Services(ns).Patch(ctx, svc.Name, types.MergePatchType, patch,
 		metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
-	return svc.Name
+	return svc
 }
 
 func echoContainer(httpAddr, udpAddr string) corev1.Container {

@@ -84,23 +84,13 @@ func Open() (*Lab, error) {
 		return nil, fmt.Errorf("lab env: LAB_NODES: %w", err)
 	}
 	for i := 1; i <= n; i++ {
-		// NODE_i=name ipv4 ipv6 podcidr containerd-socket
-		f := strings.Fields(env[fmt.Sprintf("NODE_%d", i)])
-		if len(f) != 5 {
-			return nil, fmt.Errorf("lab env: bad NODE_%d %q", i, env[fmt.Sprintf("NODE_%d", i)])
-		}
-		node := e2e.Node{Name: f[0], Interface: "eth0"}
-		if node.IPv4, err = netip.ParseAddr(f[1]); err != nil {
-			return nil, err
-		}
-		if node.IPv6, err = netip.ParseAddr(f[2]); err != nil {
-			return nil, err
-		}
-		if node.PodCIDR, err = netip.ParsePrefix(f[3]); err != nil {
-			return nil, err
+		key := fmt.Sprintf("NODE_%d", i)
+		node, sock, err := parseNode(env[key])
+		if err != nil {
+			return nil, fmt.Errorf("lab env: %s: %w", key, err)
 		}
 		l.nodes = append(l.nodes, node)
-		l.socks[node.Name] = f[4]
+		l.socks[node.Name] = sock
 	}
 	if l.ranges, err = parseRanges(env); err != nil {
 		return nil, err
@@ -121,6 +111,32 @@ func Open() (*Lab, error) {
 	l.client = &client{ns: env["NS_CLIENT"], addrs: addrs(env["CLIENT4"], env["CLIENT6"]), lab: l}
 	l.ext = &client{ns: env["NS_EXT"], addrs: addrs(env["EXT4"], env["EXT6"]), lab: l}
 	return l, nil
+}
+
+// parseNode parses a NODE_i line of `lab env`: "name ipv4 ipv6 podcidr containerd-socket [podcidr6]" (the IPv6
+// pod CIDR only in a dual-stack lab). It returns the node and its containerd socket.
+func parseNode(line string) (e2e.Node, string, error) {
+	f := strings.Fields(line)
+	if len(f) != 5 && len(f) != 6 {
+		return e2e.Node{}, "", fmt.Errorf("want 5 or 6 fields, got %q", line)
+	}
+	node := e2e.Node{Name: f[0], Interface: "eth0"}
+	var err error
+	if node.IPv4, err = netip.ParseAddr(f[1]); err != nil || !node.IPv4.Is4() {
+		return e2e.Node{}, "", fmt.Errorf("bad IPv4 address %q", f[1])
+	}
+	if node.IPv6, err = netip.ParseAddr(f[2]); err != nil || !node.IPv6.Is6() {
+		return e2e.Node{}, "", fmt.Errorf("bad IPv6 address %q", f[2])
+	}
+	if node.PodCIDR, err = netip.ParsePrefix(f[3]); err != nil || !node.PodCIDR.Addr().Is4() {
+		return e2e.Node{}, "", fmt.Errorf("bad IPv4 pod CIDR %q", f[3])
+	}
+	if len(f) == 6 {
+		if node.PodCIDRv6, err = netip.ParsePrefix(f[5]); err != nil || !node.PodCIDRv6.Addr().Is6() {
+			return e2e.Node{}, "", fmt.Errorf("bad IPv6 pod CIDR %q", f[5])
+		}
+	}
+	return node, f[4], nil
 }
 
 func parseRanges(env map[string]string) (e2e.Ranges, error) {

@@ -4,7 +4,10 @@
 #  - a command that fails inside a step fails the command (lab up), also when a caller runs the step the way the
 #    lab used to (`phase STEP || return 1`, where bash ignores errexit inside STEP);
 #  - try_phase reports a failed step and lets the caller go on; phase keeps the variables a step sets;
-#  - a daemon is stopped by PID only while the PID is still the process the lab started.
+#  - a daemon is stopped by PID only while the PID is still the process the lab started;
+#  - `lab herald-up` installs the speaker DaemonSet only with LAB_SPEAKER=1, with NET_RAW and NET_ADMIN only;
+#  - the address plan: dual-stack by default (both families in the Kubernetes flags and the CNI config, per-node
+#    IPv6 pod CIDRs inside the cluster's /56 and distinct), IPv4 only with LAB_IPV6=0.
 # LAB_LIB=DIR tests the library in DIR instead (e.g. an older version of e2e/lab/lib).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,7 +28,7 @@ run_lab() {
 	cat >"$WORK/run.sh" <<EOF
 set -euo pipefail
 export HERALD_LAB_STATE=$WORK/state HERALD_CACHE=$WORK/cache PATH=$WORK/bin:\$PATH
-for f in common pki; do source "$LIB/\$f.sh"; done
+for f in common pki net cluster routers images lifecycle standin demo; do source "$LIB/\$f.sh"; done
 if declare -F lab_strict >/dev/null; then lab_strict; fi
 $script
 EOF
@@ -144,6 +147,96 @@ if grep -nE '(^|[^_[:alnum:]])(if|while|until|!|&&|\|\|)[[:space:]]+(try_)?phase
 	fail "phase or try_phase run as a condition (above)"
 else
 	pass "no phase runs as a condition in the lab's scripts"
+fi
+
+# 7. The address plan. Dual-stack (the default): both families, IPv4 first, in every flag and config that takes
+#    them; node I's IPv6 pod CIDR is a /64 inside the cluster's /56, distinct for every node the lab allows; the
+#    host blocks the IPv6 service and pod ranges. The CNI config is valid JSON (checked with jq when installed).
+run_lab '
+echo "SERVICES=$(service_cidrs)"
+echo "CLUSTER=$(cluster_cidrs)"
+echo "NODEIPS=$(node_ips 2)"
+echo "BLOCKED6=$(host_unreachable_routes6)"
+for ((i = 1; i <= 50; i++)); do echo "POD6 $(node_pod_cidr6 "$i")"; done
+kube_proxy_config 2 | sed -n "s/^clusterCIDR: /PROXY=/p"
+cni_config 2 >"$LAB_STATE.cni.json"
+if command -v jq >/dev/null; then
+	jq -r ".plugins[0].ipam.ranges[][].subnet, .plugins[0].ipam.routes[].dst" "$LAB_STATE.cni.json" | sed "s/^/CNI /"
+else
+	grep -oE "\"(subnet|dst)\": \"[^\"]*\"" "$LAB_STATE.cni.json" | sed "s/.*: \"\(.*\)\"/CNI \1/"
+fi'
+want_dual="SERVICES=10.96.0.0/16,fd48:4c96::/112
+CLUSTER=10.244.0.0/16,fd48:4cf4::/56
+NODEIPS=10.250.0.12,fd48:4c00::12
+PROXY=10.244.0.0/16,fd48:4cf4::/56
+CNI 10.244.2.0/24
+CNI fd48:4cf4:0:2::/64
+CNI 0.0.0.0/0
+CNI ::/0"
+pods6=$(sed -n 's/^POD6 //p' "$WORK/out")
+bad6=$(echo "$pods6" | grep -vE '^fd48:4cf4:0:[0-9a-f]{1,2}::/64$' || true)
+if [ "$status" != 0 ] || [ "$(grep -vE '^(POD6|BLOCKED6)' "$WORK/out")" != "$want_dual" ] ||
+	[ "$(echo "$pods6" | sort -u | wc -l)" != 50 ] || [ -n "$bad6" ] ||
+	! grep -q '^BLOCKED6=.*fd48:4c96::/112' "$WORK/out" || ! grep -q '^BLOCKED6=.*fd48:4cf4::/56' "$WORK/out"; then
+	fail "dual-stack address plan (status $status; pod CIDRs outside fd48:4cf4::/56: ${bad6:-none}):"
+	sed 's/^/      /' "$WORK/out"
+else
+	pass "dual-stack by default: both families in the flags, kube-proxy and CNI; 50 distinct IPv6 pod /64s in the /56"
+fi
+
+# 8. LAB_IPV6=0: IPv4 only everywhere.
+LAB_IPV6=0 run_lab '
+echo "SERVICES=$(service_cidrs)"
+echo "CLUSTER=$(cluster_cidrs)"
+echo "NODEIPS=$(node_ips 2)"
+kube_proxy_config 2 | sed -n "s/^clusterCIDR: /PROXY=/p"
+cni_config 2 | grep -E "subnet|dst" | tr -d " " | sed "s/^/CNI /"'
+if [ "$status" != 0 ] || grep -q '::' "$WORK/out" ||
+	[ "$(grep -c . "$WORK/out")" != 6 ]; then
+	fail "LAB_IPV6=0 (status $status):"
+	sed 's/^/      /' "$WORK/out"
+else
+	pass "LAB_IPV6=0: IPv4 only in the flags, kube-proxy and CNI"
+fi
+
+# 9. lab herald-up / herald-down against a kubectl that records what it is asked (and the manifests it is fed):
+#    the speaker DaemonSet only with LAB_SPEAKER=1, from the Herald image, with exactly NET_RAW and NET_ADMIN added
+#    to an empty capability set; herald-down removes it either way.
+mkdir -p "$WORK/cache/k8s-v1.37.2/bin"
+cat >"$WORK/cache/k8s-v1.37.2/bin/kubectl" <<'EOF'
+#!/bin/sh
+echo "kubectl $*" >>"$KUBECTL_LOG"
+case " $* " in *" -f - "*) cat >>"$KUBECTL_LOG" ;; esac
+exit 0
+EOF
+chmod +x "$WORK/cache/k8s-v1.37.2/bin/kubectl"
+herald_up_log() {
+	rm -f "$WORK/kubectl.log"
+	KUBECTL_LOG=$WORK/kubectl.log run_lab 'herald_up; herald_down'
+	touch "$WORK/kubectl.log"
+}
+LAB_SPEAKER=0 herald_up_log
+off=$(cat "$WORK/kubectl.log")
+off_status=$status
+LAB_SPEAKER=1 HERALD_IMAGE=localhost/herald:test herald_up_log
+on=$WORK/kubectl.log
+# The container's capabilities: the drop/add lines between "capabilities:" and "privileged:".
+caps=$(sed -n '/^ *capabilities:/,/^ *privileged:/p' "$on" | grep -E '^ *(drop|add):' | tr -d ' ')
+if [ "$off_status" != 0 ] || [ "$status" != 0 ] || echo "$off" | grep -q 'kind: DaemonSet' ||
+	! echo "$off" | grep -q 'delete daemonset herald-speaker' ||
+	! grep -q 'name: herald-speaker' "$on" || ! grep -q 'rollout status ds/herald-speaker' "$on" ||
+	! grep -q 'image: localhost/herald:test' "$on" || ! grep -qF 'args: [speaker, --node-name=$(NODE_NAME)]' "$on" ||
+	! grep -q 'hostNetwork: true' "$on" || [ "$caps" != "$(printf 'drop:[ALL]\nadd:[NET_RAW,NET_ADMIN]')" ] ||
+	grep -q 'privileged: true' "$on" || ! grep -q 'delete daemonset herald-speaker' "$on"; then
+	fail "herald-up with and without LAB_SPEAKER (status $off_status, $status; capabilities: $caps):"
+	{
+		echo "--- LAB_SPEAKER=0:"
+		echo "$off"
+		echo "--- LAB_SPEAKER=1:"
+		cat "$on"
+	} | sed 's/^/      /'
+else
+	pass "lab herald-up installs the speaker only with LAB_SPEAKER=1: Herald image, hostNetwork, NET_RAW + NET_ADMIN only"
 fi
 
 if [ "$failures" -gt 0 ]; then

@@ -25,9 +25,10 @@ controlplane_up() {
 		--tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
 		--client-ca-file "$pki/ca.crt" \
 		--kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key" \
+		--kubelet-preferred-address-types InternalIP \
 		--service-account-issuer https://kubernetes.default.svc.cluster.local \
 		--service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-		--service-cluster-ip-range "$SERVICE_CIDR" \
+		--service-cluster-ip-range "$(service_cidrs)" \
 		--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
 		--allow-privileged=true --profiling=false --v=1
 	wait_for "kube-apiserver /readyz" 90 apiserver_ready || return 1
@@ -39,7 +40,8 @@ controlplane_up() {
 		--bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials=true \
 		--service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
 		--cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
-		--service-cluster-ip-range "$SERVICE_CIDR" --cluster-cidr "$CLUSTER_CIDR" --allocate-node-cidrs=false \
+		--service-cluster-ip-range "$(service_cidrs)" --cluster-cidr "$(cluster_cidrs)" --allocate-node-cidrs=false \
+		--node-cidr-mask-size-ipv4 24 --node-cidr-mask-size-ipv6 64 \
 		--profiling=false --v=1
 	start_daemon kube-scheduler "$K8S_BIN/kube-scheduler" \
 		--kubeconfig "$LAB_STATE/kube-scheduler.kubeconfig" \
@@ -95,8 +97,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 EOT
 }
 
+# cni_config I: the node's pod network: a bridge with host-local addresses from the node's pod CIDRs (one range
+# set per family; the bridge gets the first address of each as the pods' gateway).
 cni_config() {
-	local i=$1
+	local i=$1 ranges routes
+	ranges="[{\"subnet\": \"$(node_pod_cidr "$i")\"}]"
+	routes='{"dst": "0.0.0.0/0"}'
+	if lab_ipv6; then
+		ranges+=", [{\"subnet\": \"$(node_pod_cidr6 "$i")\"}]"
+		routes+=', {"dst": "::/0"}'
+	fi
 	cat <<EOT
 {
   "cniVersion": "1.0.0",
@@ -110,8 +120,8 @@ cni_config() {
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": "$(node_pod_cidr "$i")"}]],
-        "routes": [{"dst": "0.0.0.0/0"}],
+        "ranges": [$ranges],
+        "routes": [$routes],
         "dataDir": "$(node_dir "$i")/cni/ipam"
       }
     },
@@ -167,7 +177,7 @@ kind: KubeProxyConfiguration
 mode: iptables
 hostnameOverride: $(node_name "$i")
 bindAddress: $(node_ip4 "$i")
-clusterCIDR: $CLUSTER_CIDR
+clusterCIDR: $(cluster_cidrs)
 clientConnection: {kubeconfig: $LAB_STATE/kube-proxy.kubeconfig}
 healthzBindAddress: $(node_ip4 "$i"):10256
 metricsBindAddress: 127.0.0.1:10249
@@ -229,7 +239,7 @@ node_up() {
 		script+=" && mount --bind $f /proc/sys/${s%%=*}"
 	done
 	script+=" && exec $K8S_BIN/kubelet --config=$d/kubelet.yaml --kubeconfig=$LAB_STATE/kubelet-$n.kubeconfig"
-	script+=" --root-dir=$d/kubelet --cert-dir=$d/kubelet/pki --hostname-override=$n --node-ip=$(node_ip4 "$i") --v=1"
+	script+=" --root-dir=$d/kubelet --cert-dir=$d/kubelet/pki --hostname-override=$n --node-ip=$(node_ips "$i") --v=1"
 	wait_for "$n containerd" 30 test -S "$(node_containerd_sock "$i")" || return 1
 	images_import "$i" || return 1
 	start_daemon "$n-kubelet" nsenter --net="/var/run/netns/$n" -- \

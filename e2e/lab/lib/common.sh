@@ -177,6 +177,13 @@ LB_BGP_RANGE=10.251.0.0/24
 LB_BGP_RANGE6=fd48:4c01::/64
 SERVICE_CIDR=10.96.0.0/16
 CLUSTER_CIDR=10.244.0.0/16
+# IPv6 for the cluster (LAB_IPV6=1, the default: dual-stack, IPv4 primary; LAB_IPV6=0: single-stack IPv4). The
+# prefixes follow the lab's plan (fd48:4c00::/64 lan, fd48:4c01::/64 BGP, fd48:4c02::/64 ext) and echo their
+# IPv4 counterparts: services fd48:4c96::/112 (10.96.0.0/16), pods fd48:4cf4::/56 (10.244.0.0/16), node I's
+# pods fd48:4cf4:0:I::/64 (10.244.I.0/24).
+LAB_IPV6=${LAB_IPV6:-1}
+SERVICE_CIDR6=fd48:4c96::/112
+CLUSTER_CIDR6=fd48:4cf4::/56
 APISERVER_PORT=6443
 ETCD_CLIENT_PORT=23790
 ETCD_PEER_PORT=23800
@@ -190,11 +197,20 @@ node_name() { echo "${P}node$1"; }          # also the Kubernetes node name
 node_ip4() { echo "10.250.0.$((10 + $1))"; }
 node_ip6() { echo "fd48:4c00::$((10 + $1))"; }
 node_pod_cidr() { echo "10.244.$1.0/24"; }
+node_pod_cidr6() { echo "fd48:4cf4:0:$1::/64"; } # I in hex digits as written: node 12 -> :12:, unique up to 50
+# The cluster's ranges as Kubernetes flags take them: IPv4 first (the primary family), then IPv6 if enabled.
+lab_ipv6() { [ "$LAB_IPV6" = 1 ]; }
+service_cidrs() { if lab_ipv6; then echo "$SERVICE_CIDR,$SERVICE_CIDR6"; else echo "$SERVICE_CIDR"; fi; }
+cluster_cidrs() { if lab_ipv6; then echo "$CLUSTER_CIDR,$CLUSTER_CIDR6"; else echo "$CLUSTER_CIDR"; fi; }
+node_ips() { if lab_ipv6; then echo "$(node_ip4 "$1"),$(node_ip6 "$1")"; else node_ip4 "$1"; fi; }
 node_dir() { echo "$LAB_STATE/$(node_name "$1")"; }
 
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
 ECHO_IMAGE=${ECHO_IMAGE:-localhost/herald-lab/echo:dev}
 HERALD_IMAGE=${HERALD_IMAGE:-localhost/herald:dev}
+# LAB_SPEAKER=1: `lab herald-up` (and `lab demo`) install the Herald speaker DaemonSet too. Off by default until
+# `herald speaker` is implemented.
+LAB_SPEAKER=${LAB_SPEAKER:-0}
 IMAGES_DIR=$LAB_STATE/images
 
 need_root() { [ "$(id -u)" = 0 ] || die "the lab needs root (network namespaces, mounts)"; }

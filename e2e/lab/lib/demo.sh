@@ -32,6 +32,10 @@ herald_install() {
 		[ "$PHASE_STATUS" = 0 ] || return 0
 		HERALD_INSTALLED_BY="minimal manifest e2e/lab/manifests/herald-controller.yaml (no Helm chart yet)"
 	fi
+	if [ "$LAB_SPEAKER" = 1 ]; then
+		try_phase "install the Herald speaker DaemonSet (LAB_SPEAKER=1; minimal manifest)" herald_speaker_up
+		[ "$PHASE_STATUS" = 0 ] || log "the Herald speaker did not become ready (kubectl -n herald-system logs ds/herald-speaker)"
+	fi
 	try_phase "apply the demo's pools" demo_manifest demo-pools.yaml
 	if [ "$PHASE_STATUS" != 0 ]; then
 		HERALD_INSTALLED_BY=""
@@ -50,6 +54,32 @@ helm_install() {
 		--namespace herald-system --create-namespace \
 		--set "image.repository=${HERALD_IMAGE%:*}" --set "image.tag=${HERALD_IMAGE##*:}" \
 		--set image.pullPolicy=IfNotPresent ${HERALD_HELM_ARGS:-} --wait --timeout 120s
+}
+
+# herald_up: the Herald controller, and the speaker with LAB_SPEAKER=1 (`lab herald-up`).
+herald_up() {
+	herald_controller_up
+	if [ "$LAB_SPEAKER" = 1 ]; then herald_speaker_up; fi
+}
+
+# herald_down: remove the controller Deployment and the speaker DaemonSet (CRDs and configuration stay).
+herald_down() {
+	kubectl_lab -n herald-system delete daemonset herald-speaker --ignore-not-found --wait=true >/dev/null
+	kubectl_lab -n herald-system delete deployment herald-controller --ignore-not-found --wait=true >/dev/null
+}
+
+# herald_speaker_up: the speaker DaemonSet (manifests/herald-speaker.yaml; the namespace comes with the
+# controller's manifest), and wait until it runs on every node.
+herald_speaker_up() {
+	sed "s|HERALD_IMAGE|$HERALD_IMAGE|" "$LAB_DIR/manifests/herald-speaker.yaml" | kubectl_lab apply -f - >/dev/null
+	kubectl_lab -n herald-system rollout status ds/herald-speaker --timeout=60s >/dev/null
+}
+
+# speaker_ready: the Herald speaker DaemonSet runs, ready, on every node it is scheduled to.
+speaker_ready() {
+	local st
+	st=$(kubectl_lab -n herald-system get ds herald-speaker -o jsonpath='{.status.desiredNumberScheduled} {.status.numberReady}' 2>/dev/null) || return 1
+	[ "${st% *}" -gt 0 ] 2>/dev/null && [ "${st% *}" = "${st#* }" ]
 }
 
 herald_controller_up() {
@@ -100,7 +130,7 @@ cmd_demo() {
 	node_ip=$(node_ip4 1)
 	ip -n "$NS_CLIENT" route replace "$ip/32" via "$node_ip"
 	local standin=0
-	if ! kubectl_lab get daemonsets -A --no-headers 2>/dev/null | awk '{print $2}' | grep -q speaker; then
+	if ! speaker_ready; then
 		standin=1
 		phase "announce $ip/32 from every node (stand-in BGP speakers)" announce_all "$ip/32"
 	fi

@@ -15,10 +15,11 @@ preflight() {
 	[ $missing = 0 ] || "$LAB_DIR/install.sh" apt
 	have_all "$K8S_BIN" "${K8S_BINARIES[@]}" etcd || "$LAB_DIR/install.sh" k8s etcd
 	if [ "$LAB_NODES" -lt 1 ] || [ "$LAB_NODES" -gt 50 ]; then die "LAB_NODES must be 1..50"; fi
+	case $LAB_IPV6 in 0 | 1) ;; *) die "LAB_IPV6 must be 1 (dual-stack, the default) or 0 (IPv4 only)" ;; esac
 }
 
 write_env() {
-	local i
+	local i pod6
 	{
 		echo "LAB_PREFIX=$P"
 		echo "LAB_NODES=$LAB_NODES"
@@ -49,11 +50,17 @@ write_env() {
 		echo "LB_L2_RANGE6=$LB_L2_RANGE6"
 		echo "LB_BGP_RANGE=$LB_BGP_RANGE"
 		echo "LB_BGP_RANGE6=$LB_BGP_RANGE6"
+		echo "LAB_IPV6=$LAB_IPV6"
+		echo "SERVICE_CIDRS=$(service_cidrs)"
+		echo "CLUSTER_CIDRS=$(cluster_cidrs)"
 		echo "ECHO_IMAGE=$ECHO_IMAGE"
 		echo "HERALD_IMAGE=$HERALD_IMAGE"
 		echo "HERALD_IMAGE_BUILT=$([ -f "$IMAGE_CACHE/herald.tar" ] && echo 1 || echo 0)"
 		for ((i = 1; i <= LAB_NODES; i++)); do
-			echo "NODE_$i=$(node_name "$i") $(node_ip4 "$i") $(node_ip6 "$i") $(node_pod_cidr "$i") $(node_containerd_sock "$i")"
+			# name ipv4 ipv6 podcidr containerd-socket [podcidr6 (dual-stack)]
+			pod6=""
+			if lab_ipv6; then pod6=" $(node_pod_cidr6 "$i")"; fi
+			echo "NODE_$i=$(node_name "$i") $(node_ip4 "$i") $(node_ip6 "$i") $(node_pod_cidr "$i") $(node_containerd_sock "$i")$pod6"
 		done
 	} >"$LAB_STATE/lab.env"
 }
@@ -117,7 +124,7 @@ cmd_up() {
 	phase "wait for $LAB_NODES nodes Ready" wait_nodes_ready
 	write_env
 	echo "$LAB_NODES" >"$LAB_STATE/up"
-	log "lab up in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s"
+	log "lab up ($(if lab_ipv6; then echo dual-stack; else echo IPv4 only; fi)) in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s"
 	kubectl_lab get nodes -o wide
 	echo
 	echo "kubectl:   export KUBECONFIG=$LAB_STATE/admin.kubeconfig PATH=$K8S_BIN:\$PATH"

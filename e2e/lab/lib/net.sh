@@ -4,7 +4,8 @@
 
 # Routes the lab adds in the host (root) namespace besides the connected lan prefix. Removed by exact spec.
 host_unreachable_routes() { echo "$LB_BGP_RANGE $SERVICE_CIDR $CLUSTER_CIDR"; }
-host_unreachable_routes6() { echo "$LB_BGP_RANGE6"; }
+# The IPv6 service and cluster ranges are blocked in IPv4-only labs too (nothing routes them there either).
+host_unreachable_routes6() { echo "$LB_BGP_RANGE6 $SERVICE_CIDR6 $CLUSTER_CIDR6"; }
 
 ns_sysctls() {
 	local ns=$1 fwd=$2
@@ -55,6 +56,7 @@ net_up() {
 		attach "$n" "$(node_ip4 "$i")" "$(node_ip6 "$i")" "$n"
 		ns_sysctls "$n" 1
 		ip route add "$(node_pod_cidr "$i")" via "$(node_ip4 "$i")" dev "$HOST_IF"
+		if lab_ipv6; then ip -6 route add "$(node_pod_cidr6 "$i")" via "$(node_ip6 "$i")" dev "$HOST_IF"; fi
 	done
 	# Nodes: other nodes' pod CIDRs via their lan address; service IPs towards the host (kube-proxy DNATs
 	# them first; the host answers "unreachable" for the rest).
@@ -62,9 +64,12 @@ net_up() {
 	for ((i = 1; i <= LAB_NODES; i++)); do
 		n=$(node_name "$i")
 		for ((j = 1; j <= LAB_NODES; j++)); do
-			[ "$i" = "$j" ] || ip -n "$n" route add "$(node_pod_cidr "$j")" via "$(node_ip4 "$j")"
+			[ "$i" != "$j" ] || continue
+			ip -n "$n" route add "$(node_pod_cidr "$j")" via "$(node_ip4 "$j")"
+			if lab_ipv6; then ip -n "$n" -6 route add "$(node_pod_cidr6 "$j")" via "$(node_ip6 "$j")"; fi
 		done
 		ip -n "$n" route add "$SERVICE_CIDR" via "$HOST4"
+		if lab_ipv6; then ip -n "$n" -6 route add "$SERVICE_CIDR6" via "$HOST6"; fi
 	done
 
 	attach "$NS_CLIENT" "$CLIENT4" "$CLIENT6" client
