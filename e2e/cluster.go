@@ -43,9 +43,10 @@ type Cluster interface {
 
 // Node is a Kubernetes node and its LAN attachment.
 type Node struct {
-	Name      string     // Kubernetes node name
-	Interface string     // the node's LAN interface, as seen on the node (and by hostNetwork pods)
-	IPv4      netip.Addr // LAN addresses
+	Name      string           // Kubernetes node name
+	Interface string           // the node's LAN interface, as seen on the node (and by hostNetwork pods)
+	MAC       net.HardwareAddr // the LAN interface's MAC address (the one ARP/NDP answers from this node carry)
+	IPv4      netip.Addr       // LAN addresses
 	IPv6      netip.Addr
 	PodCIDR   netip.Prefix
 	PodCIDRv6 netip.Prefix // the node's IPv6 pod range; invalid (zero) when the cluster is single-stack IPv4

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -88,6 +89,15 @@ func Open() (*Lab, error) {
 		node, sock, err := parseNode(env[key])
 		if err != nil {
 			return nil, fmt.Errorf("lab env: %s: %w", key, err)
+		}
+		if err := inNetns(l.nsPath(node.Name), func() error {
+			ifi, err := net.InterfaceByName(node.Interface)
+			if err == nil {
+				node.MAC = ifi.HardwareAddr
+			}
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("node %s: reading the MAC of %s: %w", node.Name, node.Interface, err)
 		}
 		l.nodes = append(l.nodes, node)
 		l.socks[node.Name] = sock
