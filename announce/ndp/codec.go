@@ -56,7 +56,9 @@ func parseNS(b []byte) (solicitation, error) {
 	if s.Target.IsMulticast() {
 		return solicitation{}, fmt.Errorf("multicast target %s", s.Target)
 	}
-	if s.Target.IsUnspecified() || s.Target.IsLoopback() {
+	if s.Target.IsUnspecified() || s.Target.IsLoopback() || s.Target.Is4In6() {
+		// An IPv4-mapped target is no IPv6 unicast address (and an
+		// advertisement for it is refused by other implementations).
 		return solicitation{}, fmt.Errorf("target %s", s.Target)
 	}
 	for opts := b[nsMinLen:]; len(opts) > 0; {
