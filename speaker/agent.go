@@ -241,7 +241,7 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 		Profile:        o.Profile,
 		Overrides:      o.Tunables,
 		RejoinInterval: o.RejoinInterval,
-		Logger:         log.With("component", "memberlist"),
+		Logger:         log,
 	})
 	if err != nil {
 		return nil, err
