@@ -1,6 +1,7 @@
 package speaker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -140,10 +142,14 @@ type Agent struct {
 	// (tests: a killed speaker).
 	abrupt atomic.Bool
 
+	// key is the gossip key memberlist runs with (nil: insecure).
+	key []byte
+
 	// loop state
-	applied  map[netip.Addr][]string
-	problems string
-	inputs   plan.Inputs
+	keyWarned bool
+	applied   map[netip.Addr][]string
+	problems  string
+	inputs    plan.Inputs
 }
 
 // Run runs a speaker until ctx is cancelled.
@@ -201,6 +207,8 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 			&v1beta1.BGPPeer{}:          {Namespaces: inNS},
 			&v1beta1.Community{}:        {Namespaces: inNS},
 			&v1beta1.ServiceL2Status{}:  {Namespaces: inNS},
+			// Only the memberlist key Secret, not every Secret.
+			&corev1.Secret{}: {Namespaces: inNS, Field: fields.OneTermEqualSelector("metadata.name", o.MemberlistSecret)},
 		}},
 	})
 	if err != nil {
@@ -232,6 +240,7 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.key = key
 	ml, err := members.Start(members.Options{
 		NodeName:       o.NodeName,
 		BindAddr:       bind,
@@ -360,7 +369,7 @@ func (a *Agent) watched() []client.Object {
 	return []client.Object{
 		&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{},
 		&v1beta1.IPAddressPool{}, &v1beta1.L2Advertisement{}, &v1beta1.BGPAdvertisement{},
-		&v1beta1.BGPPeer{}, &v1beta1.Community{}, &v1beta1.ServiceL2Status{},
+		&v1beta1.BGPPeer{}, &v1beta1.Community{}, &v1beta1.ServiceL2Status{}, &corev1.Secret{},
 	}
 }
 
@@ -496,6 +505,7 @@ func (a *Agent) sync(ctx context.Context) error {
 		return err
 	}
 	a.ml.SetPeers(PeerAddrs(snap.Nodes, a.ml.Addr().Addr(), int(a.ml.Addr().Port())))
+	a.checkKey(ctx)
 	in := BuildInputs(snap)
 	res := plan.Compute(in)
 	want := res.For(a.o.NodeName)
@@ -516,6 +526,25 @@ func (a *Agent) sync(ctx context.Context) error {
 	a.met.setAnnounced(a.o.NodeName, want.L2)
 	a.ready.Store(true)
 	return a.syncStatus(ctx, snap.Services, res.L2)
+}
+
+// checkKey warns once when the key Secret no longer holds the key this
+// speaker gossips with: memberlist keeps the key it started with, so a
+// rotated key takes effect when the speakers are restarted (all of them:
+// speakers with different keys cannot see each other).
+func (a *Agent) checkKey(ctx context.Context) {
+	var s corev1.Secret
+	err := a.c.Get(ctx, types.NamespacedName{Namespace: a.o.Namespace, Name: a.o.MemberlistSecret}, &s)
+	var now []byte
+	if err == nil {
+		now = s.Data[SecretKey]
+	}
+	changed := !bytes.Equal(now, a.key) && (err == nil || a.key != nil)
+	if changed && !a.keyWarned {
+		a.log.Warn("the memberlist key Secret changed since start; this speaker keeps gossiping with its old key until restarted (restart every speaker: speakers with different keys cannot see each other)",
+			"secret", a.o.Namespace+"/"+a.o.MemberlistSecret)
+	}
+	a.keyWarned = changed
 }
 
 func (a *Agent) logChanges(old, now map[netip.Addr][]string) {
