@@ -83,6 +83,7 @@ func TestMain(m *testing.M) {
 type fakeAnnouncer struct {
 	mu     sync.Mutex
 	set    map[netip.Addr][]string
+	ever   map[netip.Addr]bool // every address ever set
 	calls  int
 	closed bool
 }
@@ -91,8 +92,12 @@ func (f *fakeAnnouncer) SetL2(d map[netip.Addr][]string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.set = map[netip.Addr][]string{}
+	if f.ever == nil {
+		f.ever = map[netip.Addr]bool{}
+	}
 	for k, v := range d {
 		f.set[k] = slices.Clone(v)
+		f.ever[k] = true
 	}
 	f.calls++
 	return nil
@@ -107,6 +112,13 @@ func (f *fakeAnnouncer) Close() error {
 	defer f.mu.Unlock()
 	f.set, f.closed = nil, true
 	return nil
+}
+
+// everHad reports whether a was ever in a set given to the fake.
+func (f *fakeAnnouncer) everHad(a string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ever[netip.MustParseAddr(a)]
 }
 
 // has reports whether the fake answers for a, and on which interfaces.
@@ -277,7 +289,7 @@ type speakerHandle struct {
 }
 
 // startSpeaker runs a speaker for node, with memberlist on ip.
-func (e *env) startSpeaker(node, ip string) *speakerHandle {
+func (e *env) startSpeaker(node, ip string, opts ...func(*Options)) *speakerHandle {
 	e.t.Helper()
 	o := DefaultOptions()
 	o.NodeName = node
@@ -297,6 +309,9 @@ func (e *env) startSpeaker(node, ip string) *speakerHandle {
 		w = os.Stderr
 	}
 	o.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	for _, f := range opts {
+		f(&o)
+	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	a, err := New(ctx, srv.Config, o)
 	if err != nil {

@@ -19,13 +19,30 @@ import (
 
 // twoNodes creates two Nodes and a dual-stack pool advertised over L2, and
 // starts a speaker on each node.
-func twoNodes(e *env) (a, b *speakerHandle) {
+func twoNodes(e *env, opts ...func(*Options)) (a, b *speakerHandle) {
 	na, nb := e.ns+"-a", e.ns+"-b"
 	e.node(na, "127.0.0.1", nil)
 	e.node(nb, "127.0.0.2", nil)
 	e.pool("lan", "192.0.2.0/28", "fd00:2::/120")
 	e.l2adv("lan", v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"lan"}})
-	return e.startSpeaker(na, "127.0.0.1"), e.startSpeaker(nb, "127.0.0.2")
+	a, b = e.startSpeaker(na, "127.0.0.1", opts...), e.startSpeaker(nb, "127.0.0.2", opts...)
+	e.settled(a, b)
+	return a, b
+}
+
+// settled waits until every speaker has applied a plan and sees all of
+// them alive, so that the first announcer observed is the election's
+// winner and not a speaker that planned alone.
+func (e *env) settled(hs ...*speakerHandle) {
+	e.t.Helper()
+	e.eventually(10*time.Second, "speakers settled", func() string {
+		for _, h := range hs {
+			if !h.agent.ready.Load() || len(h.agent.ml.Alive()) != len(hs) {
+				return fmt.Sprintf("%s: ready %v, alive %v", h.node, h.agent.ready.Load(), h.agent.ml.Alive())
+			}
+		}
+		return ""
+	})
 }
 
 func other(winner string, hs ...*speakerHandle) *speakerHandle {
@@ -256,4 +273,42 @@ func TestRefusesWithoutKey(t *testing.T) {
 	}
 	ag.abrupt.Store(true)
 	ag.stop()
+}
+
+// A restarted speaker reaches the same plan: restarting the speaker that
+// does not announce never makes it announce (it waits to see its peers
+// before its first plan), and the announcer keeps the address throughout.
+// Re-joins are off, so that only the restarted speaker's own join can make
+// it see the announcer before it plans (without the wait, it plans alone
+// and announces everything).
+func TestRestartKeepsPlan(t *testing.T) {
+	e := newEnv(t)
+	noRejoin := func(o *Options) { o.RejoinInterval = -1 }
+	a, b := twoNodes(e, noRejoin)
+	e.service("web", false, []string{"192.0.2.6", "fd00:2::6"}, a.node, b.node)
+	winner := e.exactlyOne(15*time.Second, "192.0.2.6", "", a, b)
+	w, l := byNode(winner, a, b), other(winner, a, b)
+	ip := map[string]string{a.node: "127.0.0.1", b.node: "127.0.0.2"}
+
+	l.stop()
+	l2 := e.startSpeaker(l.node, ip[l.node], noRejoin)
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if got := announcers("192.0.2.6", w, l2); !slices.Equal(got, []string{winner}) {
+			t.Fatalf("while %s restarts: announced by %v, want [%s]", l.node, got, winner)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.eventually(5*time.Second, "the restarted speaker planned", func() string {
+		if !l2.agent.ready.Load() {
+			return "not ready"
+		}
+		return ""
+	})
+	if got := announcers("fd00:2::6", w, l2); !slices.Equal(got, []string{winner}) {
+		t.Errorf("fd00:2::6 announced by %v, want [%s]", got, winner)
+	}
+	if l2.ann.everHad("192.0.2.6") || l2.ann.everHad("fd00:2::6") {
+		t.Errorf("the restarted speaker announced the winner's addresses while it started")
+	}
 }
