@@ -77,14 +77,8 @@ func NodeInput(n *corev1.Node) plan.Node {
 // and a nil Serving as the endpoint's readiness (the API's documented
 // reading of unknown states).
 func EndpointNodes(eps []discoveryv1.EndpointSlice) map[string][]string {
-	ready := map[string]map[string]bool{}
-	serving := map[string]map[string]bool{}
-	add := func(m map[string]map[string]bool, k, node string) {
-		if m[k] == nil {
-			m[k] = map[string]bool{}
-		}
-		m[k][node] = true
-	}
+	type nodes struct{ ready, serving []string }
+	byKey := make(map[string]*nodes, len(eps))
 	for i := range eps {
 		sl := &eps[i]
 		name := sl.Labels[discoveryv1.LabelServiceName]
@@ -92,6 +86,11 @@ func EndpointNodes(eps []discoveryv1.EndpointSlice) map[string][]string {
 			continue
 		}
 		key := sl.Namespace + "/" + name
+		acc := byKey[key]
+		if acc == nil {
+			acc = &nodes{}
+			byKey[key] = acc
+		}
 		for _, ep := range sl.Endpoints {
 			if ep.NodeName == nil || *ep.NodeName == "" {
 				continue
@@ -102,24 +101,24 @@ func EndpointNodes(eps []discoveryv1.EndpointSlice) map[string][]string {
 				isServing = *ep.Conditions.Serving
 			}
 			if isReady {
-				add(ready, key, *ep.NodeName)
+				acc.ready = append(acc.ready, *ep.NodeName)
 			}
 			if isServing {
-				add(serving, key, *ep.NodeName)
+				acc.serving = append(acc.serving, *ep.NodeName)
 			}
 		}
 	}
-	out := map[string][]string{}
-	for k, nodes := range serving {
-		if r := ready[k]; len(r) > 0 {
-			nodes = r
+	out := make(map[string][]string, len(byKey))
+	for k, acc := range byKey {
+		list := acc.ready
+		if len(list) == 0 {
+			list = acc.serving
 		}
-		names := make([]string, 0, len(nodes))
-		for n := range nodes {
-			names = append(names, n)
+		if len(list) == 0 {
+			continue
 		}
-		slices.Sort(names)
-		out[k] = names
+		slices.Sort(list)
+		out[k] = slices.Compact(list)
 	}
 	return out
 }
