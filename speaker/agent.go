@@ -149,7 +149,6 @@ type Agent struct {
 	keyWarned bool
 	applied   map[netip.Addr][]string
 	problems  string
-	inputs    plan.Inputs
 }
 
 // Run runs a speaker until ctx is cancelled.
