@@ -26,7 +26,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"version":    {"print the version and git commit", runVersion},
 		"controller": {"assign LoadBalancer addresses from pools (cluster-wide)", runController},
-		"speaker":    {"announce addresses over ARP, NDP and BGP (one per node)", notYet("speaker")},
+		"speaker":    {"announce addresses over ARP, NDP and BGP (one per node)", runSpeaker},
 		"svclb":      {"forward a node port to a Service (ServiceLB pods)", notYet("svclb")},
 	}
 }

@@ -17,7 +17,7 @@ func TestRun(t *testing.T) {
 		{nil, 2, "Usage: herald <command>", ""},
 		{[]string{"--help"}, 0, "  version     print the version", ""},
 		{[]string{"bogus"}, 2, "", `unknown command "bogus"`},
-		{[]string{"speaker"}, 1, "", "herald speaker: not implemented yet"},
+		{[]string{"speaker"}, 2, "", "herald speaker: --node-name (or NODE_NAME) is required"},
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer

@@ -23,6 +23,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&BGPAdvertisement{}, &BGPAdvertisementList{},
 		&BGPPeer{}, &BGPPeerList{},
 		&Community{}, &CommunityList{},
+		&ServiceL2Status{}, &ServiceL2StatusList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -110,6 +110,13 @@ type Members struct {
 	stop     chan struct{}
 	loopDone chan struct{}
 
+	// addrs are the alive members' addresses by name, kept by the event
+	// delegate: memberlist updates the Nodes that Members() returns in
+	// place (a member rejoining), so their addresses cannot be read
+	// outside its lock; the delegate runs under it.
+	addrMu sync.Mutex
+	addrs  map[string]netip.AddrPort
+
 	stateMu sync.Mutex // serialises Leave and Shutdown
 	down    bool
 
@@ -333,9 +340,11 @@ func (m *Members) notAlive(addrs []netip.AddrPort) []netip.AddrPort {
 		return nil
 	}
 	alive := map[netip.AddrPort]bool{}
-	for _, n := range m.ml.Members() {
-		alive[nodeAddr(n)] = true
+	m.addrMu.Lock()
+	for _, a := range m.addrs {
+		alive[a] = true
 	}
+	m.addrMu.Unlock()
 	var out []netip.AddrPort
 	for _, a := range addrs {
 		if !alive[a] {
@@ -473,21 +482,37 @@ func (m *Members) notify(counter *atomic.Uint64) {
 	}
 }
 
+func (m *Members) setAddr(name string, a netip.AddrPort, alive bool) {
+	m.addrMu.Lock()
+	defer m.addrMu.Unlock()
+	if !alive {
+		delete(m.addrs, name)
+		return
+	}
+	if m.addrs == nil {
+		m.addrs = map[string]netip.AddrPort{}
+	}
+	m.addrs[name] = a
+}
+
 // eventDelegate receives memberlist's events. memberlist calls it with its
 // node lock held: it must not call back into memberlist.
 type eventDelegate struct{ m *Members }
 
 func (d eventDelegate) NotifyJoin(n *memberlist.Node) {
+	d.m.setAddr(n.Name, nodeAddr(n), true)
 	d.m.log.Info("member alive", "node", n.Name, "addr", nodeAddr(n))
 	d.m.notify(&d.m.arrivals)
 }
 
 func (d eventDelegate) NotifyLeave(n *memberlist.Node) {
+	d.m.setAddr(n.Name, netip.AddrPort{}, false)
 	d.m.log.Info("member gone (left or dead)", "node", n.Name, "addr", nodeAddr(n))
 	d.m.notify(&d.m.departures)
 }
 
 func (d eventDelegate) NotifyUpdate(n *memberlist.Node) {
+	d.m.setAddr(n.Name, nodeAddr(n), true)
 	d.m.log.Debug("member updated", "node", n.Name, "addr", nodeAddr(n))
 	d.m.notify(&d.m.updates)
 }

@@ -1,0 +1,569 @@
+package speaker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/speaker/members"
+	"github.com/herald-lb/herald/speaker/plan"
+)
+
+// SecretKey is the key of the gossip key in the memberlist Secret.
+const SecretKey = "secretkey"
+
+// EventAnnouncingFromNode is the Normal event on a Service whose announcing
+// node changed; the new announcer emits it.
+const EventAnnouncingFromNode = "AnnouncingFromNode"
+
+// Options configure a speaker.
+type Options struct {
+	// NodeName is this speaker's node. Required.
+	NodeName string
+	// Namespace is the install namespace: configuration, the memberlist
+	// Secret and the ServiceL2Status objects.
+	Namespace string
+	// OnlyClass limits Herald to Services with class herald.dev/lb.
+	OnlyClass bool
+	// PodName and PodUID are the speaker's own Pod, the owner of the
+	// ServiceL2Status objects it writes (no owner when empty).
+	PodName, PodUID string
+
+	// MemberlistBindAddr is the address memberlist listens on; zero: the
+	// Node's first InternalIP.
+	MemberlistBindAddr netip.Addr
+	// MemberlistPort is every speaker's memberlist port (UDP and TCP).
+	MemberlistPort int
+	// MemberlistSecret names the Secret holding the gossip key.
+	MemberlistSecret string
+	// MemberlistInsecure allows running without the key (unencrypted
+	// gossip) when the Secret or its key is missing.
+	MemberlistInsecure bool
+	// SecretWait is how long to wait for the Secret (the controller
+	// creates it) before giving up; zero: 60 s.
+	SecretWait time.Duration
+	// Profile and Tunables are the memberlist timings.
+	Profile  members.Profile
+	Tunables members.Tunables
+	// RejoinInterval: see members.Options.
+	RejoinInterval time.Duration
+	// JoinWait bounds how long the first plan waits for memberlist to see
+	// another speaker, so that a starting speaker does not elect itself
+	// for everything before it has joined; zero: 5 s.
+	JoinWait time.Duration
+	// LeaveTimeout bounds the graceful memberlist leave; zero: 1 s.
+	LeaveTimeout time.Duration
+
+	// ExcludeInterfaces are name patterns left out of the default
+	// interface set (the real announcer only).
+	ExcludeInterfaces []string
+	// Announcer carries out the layer 2 plan; nil: NewL2Announcer.
+	Announcer Announcer
+
+	// MetricsAddr and ProbeAddr are listen addresses ("0" disables).
+	MetricsAddr, ProbeAddr string
+	KubeAPIQPS             float32
+	KubeAPIBurst           int
+	Logger                 *slog.Logger
+	// Registerer takes the metrics (default: controller-runtime's
+	// registry, served on MetricsAddr).
+	Registerer prometheus.Registerer
+}
+
+// DefaultOptions are the flag defaults of `herald speaker`.
+func DefaultOptions() Options {
+	return Options{
+		Namespace:        "herald-system",
+		MemberlistPort:   members.DefaultPort,
+		MemberlistSecret: "herald-memberlist",
+		Profile:          members.ProfileFast,
+		MetricsAddr:      ":7572",
+		ProbeAddr:        ":7573",
+		KubeAPIQPS:       20,
+		KubeAPIBurst:     40,
+	}
+}
+
+// Scheme returns a scheme with the Kubernetes and Herald types.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1beta1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Agent is one running speaker.
+type Agent struct {
+	o        Options
+	log      *slog.Logger
+	mgr      manager.Manager
+	c        client.Client
+	recorder events.EventRecorder
+	ml       *members.Members
+	ann      Announcer
+	met      *metrics
+
+	kick  chan struct{}
+	ready atomic.Bool
+	// abrupt: on stop, neither close the announcer nor leave memberlist
+	// (tests: a killed speaker).
+	abrupt atomic.Bool
+
+	// key is the gossip key memberlist runs with (nil: insecure).
+	key []byte
+
+	// loop state
+	keyWarned bool
+	applied   map[netip.Addr][]string
+	problems  string
+}
+
+// Run runs a speaker until ctx is cancelled.
+func Run(ctx context.Context, restCfg *rest.Config, o Options) error {
+	a, err := New(ctx, restCfg, o)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// New prepares a speaker: the manager and its cache, the memberlist key,
+// the memberlist member (started: other speakers can reach it) and the
+// announcer. Nothing is announced before Run.
+func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
+	if o.NodeName == "" {
+		return nil, errors.New("the node name is required (--node-name or NODE_NAME)")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Registerer == nil {
+		o.Registerer = ctrlmetrics.Registry
+	}
+	if o.SecretWait == 0 {
+		o.SecretWait = time.Minute
+	}
+	if o.JoinWait == 0 {
+		o.JoinWait = 5 * time.Second
+	}
+	if o.LeaveTimeout == 0 {
+		o.LeaveTimeout = time.Second
+	}
+	if o.MemberlistPort == 0 {
+		o.MemberlistPort = members.DefaultPort
+	}
+	log := o.Logger.With("node", o.NodeName)
+	cfg := rest.CopyConfig(restCfg)
+	if o.KubeAPIQPS != 0 {
+		cfg.QPS = o.KubeAPIQPS
+	}
+	if o.KubeAPIBurst != 0 {
+		cfg.Burst = o.KubeAPIBurst
+	}
+	inNS := map[string]cache.Config{o.Namespace: {}}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 Scheme(),
+		Logger:                 logr.FromSlogHandler(log.Handler()),
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.ProbeAddr,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&v1beta1.IPAddressPool{}:    {Namespaces: inNS},
+			&v1beta1.L2Advertisement{}:  {Namespaces: inNS},
+			&v1beta1.BGPAdvertisement{}: {Namespaces: inNS},
+			&v1beta1.BGPPeer{}:          {Namespaces: inNS},
+			&v1beta1.Community{}:        {Namespaces: inNS},
+			&v1beta1.ServiceL2Status{}:  {Namespaces: inNS},
+			// Only the memberlist key Secret, not every Secret.
+			&corev1.Secret{}: {Namespaces: inNS, Field: fields.OneTermEqualSelector("metadata.name", o.MemberlistSecret)},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	a := &Agent{
+		o:        o,
+		log:      log,
+		mgr:      mgr,
+		c:        mgr.GetClient(),
+		recorder: mgr.GetEventRecorder("herald-speaker"),
+		kick:     make(chan struct{}, 1),
+	}
+	reader := mgr.GetAPIReader()
+
+	bind := o.MemberlistBindAddr
+	if !bind.IsValid() {
+		var n corev1.Node
+		if err := reader.Get(ctx, types.NamespacedName{Name: o.NodeName}, &n); err != nil {
+			return nil, fmt.Errorf("reading node %s for its address: %w", o.NodeName, err)
+		}
+		ip, ok := firstInternalIP(&n)
+		if !ok {
+			return nil, fmt.Errorf("node %s has no InternalIP: set --memberlist-bind-address", o.NodeName)
+		}
+		bind = ip
+	}
+	key, err := a.readKey(ctx, reader)
+	if err != nil {
+		return nil, err
+	}
+	a.key = key
+	ml, err := members.Start(members.Options{
+		NodeName:       o.NodeName,
+		BindAddr:       bind,
+		Port:           o.MemberlistPort,
+		Key:            key,
+		Insecure:       o.MemberlistInsecure,
+		Profile:        o.Profile,
+		Overrides:      o.Tunables,
+		RejoinInterval: o.RejoinInterval,
+		Logger:         log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.ml = ml
+	a.ann = o.Announcer
+	if a.ann == nil {
+		a.ann = NewL2Announcer(log.With("component", "l2"), o.ExcludeInterfaces)
+	}
+	a.met = newMetrics(o.Registerer, a.ann, ml)
+	fail := func(err error) (*Agent, error) {
+		_ = a.ann.Close()
+		_ = ml.Shutdown()
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fail(err)
+	}
+	if err := mgr.AddReadyzCheck("planned", func(*http.Request) error {
+		if !a.ready.Load() {
+			return errors.New("no plan applied yet")
+		}
+		return nil
+	}); err != nil {
+		return fail(err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(a.loop)); err != nil {
+		return fail(err)
+	}
+	log.Info("speaker ready to start", "memberlist", ml.Addr().String(), "encrypted", key != nil,
+		"profile", o.Profile, "namespace", o.Namespace, "onlyClass", o.OnlyClass)
+	return a, nil
+}
+
+// Run runs the speaker until ctx is cancelled, then stops answering,
+// leaves memberlist (peers take over at once) and shuts it down.
+func (a *Agent) Run(ctx context.Context) error {
+	err := a.mgr.Start(ctx)
+	a.stop()
+	return err
+}
+
+func (a *Agent) stop() {
+	if a.abrupt.Load() {
+		_ = a.ml.Shutdown()
+		return
+	}
+	if err := a.ann.Close(); err != nil {
+		a.log.Warn("closing the responders", "error", err)
+	}
+	if err := a.ml.Leave(a.o.LeaveTimeout); err != nil {
+		a.log.Warn("leaving memberlist", "error", err)
+	}
+	if err := a.ml.Shutdown(); err != nil {
+		a.log.Warn("memberlist shutdown", "error", err)
+	}
+	a.log.Info("speaker stopped")
+}
+
+// readKey reads the gossip key from the Secret, waiting up to SecretWait
+// for the controller to create it. Without it, the speaker refuses to run
+// unless MemberlistInsecure.
+func (a *Agent) readKey(ctx context.Context, reader client.Reader) ([]byte, error) {
+	name := types.NamespacedName{Namespace: a.o.Namespace, Name: a.o.MemberlistSecret}
+	deadline := time.Now().Add(a.o.SecretWait)
+	warned := false
+	for {
+		var s corev1.Secret
+		err := reader.Get(ctx, name, &s)
+		if err == nil {
+			if k := s.Data[SecretKey]; len(k) > 0 {
+				return k, nil
+			}
+			err = fmt.Errorf("secret %s has no key %q", name, SecretKey)
+		}
+		if a.o.MemberlistInsecure {
+			a.log.Warn("running memberlist UNENCRYPTED (--memberlist-insecure): no gossip key", "secret", name.String(), "error", err)
+			return nil, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no memberlist gossip key (secret %s, key %q): %w; the controller creates it; "+
+				"refusing to gossip unencrypted (set --memberlist-insecure to allow it)", name, SecretKey, err)
+		}
+		if !warned {
+			a.log.Warn("waiting for the memberlist key secret", "secret", name.String(), "error", err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func firstInternalIP(n *corev1.Node) (netip.Addr, bool) {
+	for _, ad := range n.Status.Addresses {
+		if ad.Type == corev1.NodeInternalIP {
+			if ip, err := netip.ParseAddr(ad.Address); err == nil {
+				return ip.Unmap(), true
+			}
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func (a *Agent) trigger() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// watched are the kinds whose every change re-plans.
+func (a *Agent) watched() []client.Object {
+	return []client.Object{
+		&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{},
+		&v1beta1.IPAddressPool{}, &v1beta1.L2Advertisement{}, &v1beta1.BGPAdvertisement{},
+		&v1beta1.BGPPeer{}, &v1beta1.Community{}, &v1beta1.ServiceL2Status{}, &corev1.Secret{},
+	}
+}
+
+// loop is the level-triggered loop: every input change (watches,
+// memberlist) re-plans from the whole cached state. Changes arriving during
+// a plan are coalesced into one more plan.
+func (a *Agent) loop(ctx context.Context) error {
+	h := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.trigger() },
+		UpdateFunc: func(any, any) { a.trigger() },
+		DeleteFunc: func(any) { a.trigger() },
+	}
+	for _, obj := range a.watched() {
+		inf, err := a.mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return err
+		}
+	}
+	if !a.mgr.GetCache().WaitForCacheSync(ctx) {
+		return nil
+	}
+	a.waitForPeers(ctx)
+
+	var retry <-chan time.Time
+	a.trigger()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.kick:
+		case <-a.ml.Changes():
+		case <-retry:
+		}
+		retry = nil
+		if err := a.sync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			a.log.Warn("sync failed, retrying", "error", err)
+			retry = time.After(time.Second)
+		}
+	}
+}
+
+// waitForPeers gives memberlist up to JoinWait to see another speaker
+// before the first plan, when other nodes exist.
+func (a *Agent) waitForPeers(ctx context.Context) {
+	var nodes corev1.NodeList
+	if err := a.c.List(ctx, &nodes); err != nil {
+		return
+	}
+	peers := PeerAddrs(nodes.Items, a.ml.Addr().Addr(), int(a.ml.Addr().Port()))
+	a.ml.SetPeers(peers)
+	others := 0
+	for _, p := range peers {
+		if p != a.ml.Addr() {
+			others++
+		}
+	}
+	if others == 0 {
+		return
+	}
+	deadline := time.After(a.o.JoinWait)
+	for len(a.ml.Alive()) < 2 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline:
+			a.log.Warn("no other speaker alive yet; planning with this node alone", "peers", len(peers))
+			return
+		case <-a.ml.Changes():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// snapshot reads the cache.
+func (a *Agent) snapshot(ctx context.Context) (Snapshot, error) {
+	var svcs corev1.ServiceList
+	var eps discoveryv1.EndpointSliceList
+	var nodes corev1.NodeList
+	for _, l := range []client.ObjectList{&svcs, &eps, &nodes} {
+		if err := a.c.List(ctx, l); err != nil {
+			return Snapshot{}, err
+		}
+	}
+	objs, err := a.listConfig(ctx)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	res := config.ParseKeepingLastValid(objs)
+	if p := res.Problems(); p.Error() != a.problems {
+		a.problems = p.Error()
+		if len(p) > 0 {
+			a.log.Info("configuration problems (the controller reports them on the objects; the speaker uses the valid or last valid objects)", "problems", p.Error())
+		}
+	}
+	return Snapshot{
+		Config:    res.Config,
+		Services:  svcs.Items,
+		Slices:    eps.Items,
+		Nodes:     nodes.Items,
+		Alive:     a.ml.Alive(),
+		OnlyClass: a.o.OnlyClass,
+	}, nil
+}
+
+func (a *Agent) listConfig(ctx context.Context) (config.Objects, error) {
+	var objs config.Objects
+	var pools v1beta1.IPAddressPoolList
+	var l2 v1beta1.L2AdvertisementList
+	var bgp v1beta1.BGPAdvertisementList
+	var peers v1beta1.BGPPeerList
+	var comms v1beta1.CommunityList
+	for _, l := range []client.ObjectList{&pools, &l2, &bgp, &peers, &comms} {
+		if err := a.c.List(ctx, l, client.InNamespace(a.o.Namespace)); err != nil {
+			return objs, fmt.Errorf("listing configuration: %w", err)
+		}
+	}
+	objs.Pools, objs.L2Advertisements, objs.BGPAdvertisements = pools.Items, l2.Items, bgp.Items
+	objs.Peers, objs.Communities = peers.Items, comms.Items
+	return objs, nil
+}
+
+// sync plans from the cache and applies the node's part: the announcer,
+// the metrics and the ServiceL2Status objects.
+func (a *Agent) sync(ctx context.Context) error {
+	snap, err := a.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	a.ml.SetPeers(PeerAddrs(snap.Nodes, a.ml.Addr().Addr(), int(a.ml.Addr().Port())))
+	a.checkKey(ctx)
+	in := BuildInputs(snap)
+	res := plan.Compute(in)
+	want := res.For(a.o.NodeName)
+
+	desired := make(map[netip.Addr][]string, len(want.L2))
+	for _, l := range want.L2 {
+		desired[l.Addr] = l.Interfaces
+	}
+	if a.applied == nil || !maps.EqualFunc(desired, a.applied, slices.Equal) {
+		a.logChanges(a.applied, desired)
+		if err := a.ann.SetL2(desired); err != nil {
+			// Set is idempotent and applies every valid entry; what it
+			// rejects would be rejected again.
+			a.log.Warn("announcer rejected part of the plan", "error", err)
+		}
+		a.applied = desired
+	}
+	a.met.setAnnounced(a.o.NodeName, want.L2)
+	a.ready.Store(true)
+	return a.syncStatus(ctx, snap.Services, res.L2)
+}
+
+// checkKey warns once when the key Secret no longer holds the key this
+// speaker gossips with: memberlist keeps the key it started with, so a
+// rotated key takes effect when the speakers are restarted (all of them:
+// speakers with different keys cannot see each other).
+func (a *Agent) checkKey(ctx context.Context) {
+	var s corev1.Secret
+	err := a.c.Get(ctx, types.NamespacedName{Namespace: a.o.Namespace, Name: a.o.MemberlistSecret}, &s)
+	var now []byte
+	if err == nil {
+		now = s.Data[SecretKey]
+	}
+	changed := !bytes.Equal(now, a.key) && (err == nil || a.key != nil)
+	if changed && !a.keyWarned {
+		a.log.Warn("the memberlist key Secret changed since start; this speaker keeps gossiping with its old key until restarted (restart every speaker: speakers with different keys cannot see each other)",
+			"secret", a.o.Namespace+"/"+a.o.MemberlistSecret)
+	}
+	a.keyWarned = changed
+}
+
+func (a *Agent) logChanges(old, now map[netip.Addr][]string) {
+	for ad, ifs := range now {
+		if prev, ok := old[ad]; !ok {
+			a.log.Info("announcing", "address", ad.String(), "interfaces", ifaceLog(ifs))
+		} else if !slices.Equal(prev, ifs) {
+			a.log.Info("announcing on other interfaces", "address", ad.String(), "interfaces", ifaceLog(ifs))
+		}
+	}
+	for ad := range old {
+		if _, ok := now[ad]; !ok {
+			a.log.Info("no longer announcing", "address", ad.String())
+		}
+	}
+}
+
+func ifaceLog(ifs []string) any {
+	if ifs == nil {
+		return "all eligible"
+	}
+	return ifs
+}

@@ -1,0 +1,86 @@
+package speaker
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/speaker/plan"
+)
+
+// benchSnapshot is what one speaker's cache holds in a cluster of 100
+// nodes and 1,000 LoadBalancer Services (a quarter dual-stack, a third
+// Local), each with one EndpointSlice of three endpoints on three nodes,
+// plus 1,000 ClusterIP Services the speaker skips.
+func benchSnapshot() (Snapshot, config.Objects) {
+	objs := config.Objects{
+		Pools: []v1beta1.IPAddressPool{
+			{ObjectMeta: metav1.ObjectMeta{Name: "v4"}, Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"10.0.0.0/16"}}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "v6"}, Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"fd00::/112"}}},
+		},
+		L2Advertisements: []v1beta1.L2Advertisement{
+			{ObjectMeta: metav1.ObjectMeta{Name: "all"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "zone-a"}, Spec: v1beta1.L2AdvertisementSpec{
+				IPAddressPools: []string{"v6"}, Interfaces: []string{"eth1"},
+				NodeSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"zone": "a"}}}}},
+		},
+	}
+	var s Snapshot
+	for i := range 100 {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("worker-%03d", i),
+			Labels: map[string]string{"zone": string(rune('a' + i%4)), "kubernetes.io/hostname": fmt.Sprintf("worker-%03d", i)}},
+			Status: corev1.NodeStatus{
+				Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("192.168.%d.%d", i/200, i%200+1)}},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}, {Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse}},
+			}}
+		s.Nodes = append(s.Nodes, n)
+		s.Alive = append(s.Alive, n.Name)
+	}
+	for i := range 1000 {
+		svc := corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns%d", i%7), Name: fmt.Sprintf("svc-%d", i)},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+		if i%3 == 0 {
+			svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		}
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1)}}
+		if i%4 == 0 {
+			svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: fmt.Sprintf("fd00::%x", i+1)})
+		}
+		s.Services = append(s.Services, svc,
+			corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name + "-internal"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP}})
+		sl := discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name + "-abcde",
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name}}}
+		for k := range 3 {
+			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{NodeName: ptr.To(fmt.Sprintf("worker-%03d", (i*7+k*31)%100)),
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(k != 2)}})
+		}
+		s.Slices = append(s.Slices, sl)
+	}
+	return s, objs
+}
+
+// BenchmarkReplan is what one speaker does per input change once the cache
+// is read: resolve the configuration, convert the objects, plan the
+// cluster, take its own part, find its peers.
+func BenchmarkReplan(b *testing.B) {
+	snap, objs := benchSnapshot()
+	self := snap.Nodes[0]
+	selfIP, _ := NodeIP(&self, true)
+	b.ReportAllocs()
+	var n int
+	for b.Loop() {
+		snap.Config = config.ParseKeepingLastValid(objs).Config
+		res := plan.Compute(BuildInputs(snap))
+		n = len(res.For(self.Name).L2)
+		_ = PeerAddrs(snap.Nodes, selfIP, 7946)
+	}
+	if n == 0 && len(plan.Compute(BuildInputs(snap)).L2) == 0 {
+		b.Fatal("nothing announced")
+	}
+}

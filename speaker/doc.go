@@ -1,0 +1,89 @@
+// Package speaker is Herald's node agent (`herald speaker`): one per node,
+// with the host network, it makes the node answer for the LoadBalancer
+// addresses it is elected for.
+//
+// It follows the shape in DESIGN.md ("The speaker's shape"): the edges feed
+// a pure planner and apply the node's part of its result.
+//
+//	cache (Services, EndpointSlices, Nodes, config,     memberlist (members)
+//	       ServiceL2Status, the key Secret)                  |
+//	              \__________ Snapshot __________________/
+//	                             | BuildInputs (pure, table-tested)
+//	                             v
+//	                  plan.Compute -> Result.For(node)
+//	                             |
+//	     Announcer.SetL2 (announce/arp + announce/ndp)   ServiceL2Status, events, metrics
+//
+// # The loop
+//
+// Every change seen by the cache's informers, and every memberlist change,
+// kicks one channel of capacity one; a single goroutine takes the kick,
+// reads the whole state from the cache and plans again. Kicks arriving
+// during a plan collapse into one more plan, which sees the latest state:
+// a burst costs at most two plans. Nothing is incremental, so a missed or
+// repeated event and a restart change nothing; a restart plans from the API
+// server's state and the same memberlist view, and reaches the same plan.
+// The Announcer is called only when the node's desired set changed. A
+// failed status write retries the whole sync after a second.
+//
+// Before the first plan, the speaker gives memberlist up to Options.JoinWait
+// (5 s) to see another speaker, so that a speaker restarting alone in its
+// view does not briefly elect itself for every address.
+//
+// The configuration goes through config.ParseKeepingLastValid, the rule the
+// controller applies: an object edited into an invalid state is served by its
+// status.lastValidSpec, so a broken edit never makes a speaker withdraw. The
+// speaker reports nothing on configuration objects (the controller does); it
+// logs the problems once per change.
+//
+// # Peers
+//
+// The speakers to join are the Nodes' InternalIPs (of the family of the
+// speaker's own memberlist address) at the one memberlist port every
+// speaker uses. The speaker runs with the host network, so its Pod IP is
+// its node's IP: watching speaker Pods would give the same addresses for
+// one more watch (and Pod RBAC), and Nodes are watched anyway. The price:
+// nodes that run no speaker (tainted control planes) are probed by the
+// periodic re-join (one failed TCP connect per node every re-join interval,
+// 3 s). The node is a candidate only when its speaker is alive in
+// memberlist, so a node without a speaker is never elected.
+//
+// # Announcer
+//
+// Announcer is the seam between the agent and the network. L2Announcer is
+// the real one (ARP for IPv4, NDP for IPv6, the default interface set from
+// announce/netif minus --l2-exclude-interfaces, read at each change); the
+// integration tests use a recording fake so that two speakers can run in one
+// process without raw sockets. Both take the whole desired set at once.
+//
+// # ServiceL2Status
+//
+// For each Service it announces, the speaker keeps one ServiceL2Status in the
+// install namespace, named "<service namespace>.<service name>", labelled
+// herald.dev/service-namespace and herald.dev/service-name, owned by the
+// speaker's Pod (POD_NAME, POD_UID), with status.node, status.interfaces
+// (empty: every eligible interface) and status.addresses. Only the announcing
+// speaker writes it: the new announcer takes the object over (update) and
+// emits the Normal event AnnouncingFromNode on the Service, naming the old
+// node from the object it replaces; a speaker that stops announcing a Service
+// deletes the object if it still names its node (with the version it read as
+// a precondition, so it never deletes a takeover). When the addresses of one
+// Service are elected onto different nodes (their pools are advertised on
+// disjoint nodes), the node of the lowest address writes the object.
+//
+// # Stopping
+//
+// On SIGTERM the speaker closes the responders (stops answering), leaves
+// memberlist (the others drop it within about one gossip interval and the
+// new announcers send gratuitous ARP / unsolicited NA at once), then shuts
+// memberlist down. Its ServiceL2Status objects go with its Pod, or are taken
+// over by the new announcers.
+//
+// # Gossip key
+//
+// The key comes from the Secret the controller creates (herald-memberlist,
+// key "secretkey"). A speaker waits up to a minute for it, then refuses to
+// run, unless --memberlist-insecure allows unencrypted gossip. A key changed
+// under a running speaker is not applied (memberlist keeps its key): the
+// speaker warns, and every speaker must be restarted.
+package speaker

@@ -1,0 +1,157 @@
+package speaker
+
+import (
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/speaker/plan"
+	"github.com/herald-lb/herald/svcstatus"
+)
+
+// LabelExcludeFromLB marks a Node that must not carry load balancer traffic.
+const LabelExcludeFromLB = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+// Snapshot is what the speaker's cache holds at one moment: the raw objects
+// the plan depends on. BuildInputs turns it into plan.Inputs.
+type Snapshot struct {
+	Config    *config.Config
+	Services  []corev1.Service
+	Slices    []discoveryv1.EndpointSlice
+	Nodes     []corev1.Node
+	Alive     []string
+	OnlyClass bool
+}
+
+// BuildInputs converts a snapshot into the planner's inputs. It is pure:
+// Services Herald does not serve (type, class, being deleted) or that hold
+// no address are left out; endpoints are reduced to the nodes that have a
+// ready endpoint (or, when no endpoint of the Service is ready, a serving
+// one, e.g. terminating pods still serving).
+func BuildInputs(s Snapshot) plan.Inputs {
+	in := plan.Inputs{Config: s.Config, Alive: slices.Clone(s.Alive)}
+	eps := EndpointNodes(s.Slices)
+	for i := range s.Services {
+		svc := &s.Services[i]
+		if !svcstatus.Handles(svc, s.OnlyClass) {
+			continue
+		}
+		addrs := svcstatus.Addrs(svc)
+		if len(addrs) == 0 {
+			continue
+		}
+		key := svc.Namespace + "/" + svc.Name
+		in.Services = append(in.Services, plan.Service{
+			Key:           key,
+			Addrs:         addrs,
+			Local:         svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
+			EndpointNodes: eps[key],
+		})
+	}
+	for i := range s.Nodes {
+		in.Nodes = append(in.Nodes, NodeInput(&s.Nodes[i]))
+	}
+	return in
+}
+
+// NodeInput is what the planner needs of a Node.
+func NodeInput(n *corev1.Node) plan.Node {
+	_, excluded := n.Labels[LabelExcludeFromLB]
+	out := plan.Node{Name: n.Name, Labels: labels.Set(n.Labels), Excluded: excluded}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeNetworkUnavailable && c.Status == corev1.ConditionTrue {
+			out.NetworkUnavailable = true
+		}
+	}
+	return out
+}
+
+// EndpointNodes maps "namespace/service" to the sorted nodes that have a
+// ready endpoint of the Service, or, when none of the Service's endpoints
+// is ready, a serving one. Slices without the service-name label and
+// endpoints without a node name are ignored. A nil Ready counts as ready
+// and a nil Serving as the endpoint's readiness (the API's documented
+// reading of unknown states).
+func EndpointNodes(eps []discoveryv1.EndpointSlice) map[string][]string {
+	type nodes struct{ ready, serving []string }
+	byKey := make(map[string]*nodes, len(eps))
+	for i := range eps {
+		sl := &eps[i]
+		name := sl.Labels[discoveryv1.LabelServiceName]
+		if name == "" {
+			continue
+		}
+		key := sl.Namespace + "/" + name
+		acc := byKey[key]
+		if acc == nil {
+			acc = &nodes{}
+			byKey[key] = acc
+		}
+		for _, ep := range sl.Endpoints {
+			if ep.NodeName == nil || *ep.NodeName == "" {
+				continue
+			}
+			isReady := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+			isServing := isReady
+			if ep.Conditions.Serving != nil {
+				isServing = *ep.Conditions.Serving
+			}
+			if isReady {
+				acc.ready = append(acc.ready, *ep.NodeName)
+			}
+			if isServing {
+				acc.serving = append(acc.serving, *ep.NodeName)
+			}
+		}
+	}
+	out := make(map[string][]string, len(byKey))
+	for k, acc := range byKey {
+		list := acc.ready
+		if len(list) == 0 {
+			list = acc.serving
+		}
+		if len(list) == 0 {
+			continue
+		}
+		slices.Sort(list)
+		out[k] = slices.Compact(list)
+	}
+	return out
+}
+
+// PeerAddrs returns the memberlist addresses of the speakers to join: the
+// first InternalIP of each Node of the same family as self (the speakers
+// run with hostNetwork, so a node's address is its speaker's), at port,
+// sorted. Nodes without such an address are skipped.
+func PeerAddrs(nodes []corev1.Node, self netip.Addr, port int) []netip.AddrPort {
+	var out []netip.AddrPort
+	for i := range nodes {
+		if a, ok := NodeIP(&nodes[i], self.Is4()); ok {
+			out = append(out, netip.AddrPortFrom(a, uint16(port)))
+		}
+	}
+	slices.SortFunc(out, netip.AddrPort.Compare)
+	return slices.Compact(out)
+}
+
+// NodeIP returns the Node's first InternalIP of the family (IPv4 when v4).
+func NodeIP(n *corev1.Node, v4 bool) (netip.Addr, bool) {
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		ip, err := netip.ParseAddr(a.Address)
+		if err != nil {
+			continue
+		}
+		ip = ip.Unmap()
+		if ip.Is4() == v4 {
+			return ip, true
+		}
+	}
+	return netip.Addr{}, false
+}

@@ -1,0 +1,180 @@
+package speaker
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/herald-lb/herald/speaker/plan"
+	"github.com/herald-lb/herald/svcstatus"
+)
+
+type ep struct {
+	node                        string
+	ready, serving, terminating *bool
+}
+
+func slice(ns, svc string, eps ...ep) discoveryv1.EndpointSlice {
+	s := discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svc + "-x",
+		Labels: map[string]string{discoveryv1.LabelServiceName: svc}}}
+	for _, e := range eps {
+		d := discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}}
+		if e.node != "" {
+			d.NodeName = ptr.To(e.node)
+		}
+		s.Endpoints = append(s.Endpoints, d)
+	}
+	return s
+}
+
+func TestEndpointNodes(t *testing.T) {
+	yes, no := ptr.To(true), ptr.To(false)
+	tests := []struct {
+		name   string
+		slices []discoveryv1.EndpointSlice
+		want   map[string][]string
+	}{
+		{"none", nil, map[string][]string{}},
+		{"ready on two nodes, sorted, deduplicated", []discoveryv1.EndpointSlice{
+			slice("a", "s", ep{node: "n2", ready: yes}, ep{node: "n1", ready: yes}, ep{node: "n2", ready: yes}),
+		}, map[string][]string{"a/s": {"n1", "n2"}}},
+		{"nil ready counts as ready", []discoveryv1.EndpointSlice{slice("a", "s", ep{node: "n1"})},
+			map[string][]string{"a/s": {"n1"}}},
+		{"not ready and not serving: no node", []discoveryv1.EndpointSlice{slice("a", "s", ep{node: "n1", ready: no, serving: no})},
+			map[string][]string{}},
+		{"ready wins over serving-only", []discoveryv1.EndpointSlice{
+			slice("a", "s", ep{node: "n1", ready: yes, serving: yes}, ep{node: "n2", ready: no, serving: yes, terminating: yes}),
+		}, map[string][]string{"a/s": {"n1"}}},
+		{"terminating but serving, nothing ready: serving nodes", []discoveryv1.EndpointSlice{
+			slice("a", "s", ep{node: "n2", ready: no, serving: yes, terminating: yes}, ep{node: "n1", ready: no, serving: no, terminating: yes}),
+		}, map[string][]string{"a/s": {"n2"}}},
+		{"ready across two slices of one Service", []discoveryv1.EndpointSlice{
+			slice("a", "s", ep{node: "n1", ready: no, serving: yes}), slice("a", "s", ep{node: "n3", ready: yes}),
+		}, map[string][]string{"a/s": {"n3"}}},
+		{"no node name or no service label: ignored", []discoveryv1.EndpointSlice{
+			slice("a", "s", ep{ready: yes}),
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "orphan"}, Endpoints: []discoveryv1.Endpoint{{NodeName: ptr.To("n1")}}},
+		}, map[string][]string{}},
+		{"namespaces kept apart", []discoveryv1.EndpointSlice{
+			slice("a", "s", ep{node: "n1"}), slice("b", "s", ep{node: "n2"}),
+		}, map[string][]string{"a/s": {"n1"}, "b/s": {"n2"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := EndpointNodes(tc.slices); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNodeInput(t *testing.T) {
+	tests := []struct {
+		name string
+		node corev1.Node
+		want plan.Node
+	}{
+		{"plain", corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "a"}}},
+			plan.Node{Name: "n1", Labels: map[string]string{"zone": "a"}}},
+		{"excluded by label, whatever its value", corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{LabelExcludeFromLB: ""}}},
+			plan.Node{Name: "n1", Labels: map[string]string{LabelExcludeFromLB: ""}, Excluded: true}},
+		{"NetworkUnavailable True", corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue}, {Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue}}}},
+			plan.Node{Name: "n1", NetworkUnavailable: true}},
+		{"NetworkUnavailable False", corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse}}}},
+			plan.Node{Name: "n1"}},
+		{"not Ready alone does not matter (memberlist decides liveness)", corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}}},
+			plan.Node{Name: "n1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := NodeInput(&tc.node)
+			if len(got.Labels) == 0 {
+				got.Labels = nil
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func lbService(ns, name string, class *string, typ corev1.ServiceType, etp corev1.ServiceExternalTrafficPolicy, ips ...string) corev1.Service {
+	s := corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{Type: typ, LoadBalancerClass: class, ExternalTrafficPolicy: etp}}
+	for _, ip := range ips {
+		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+	}
+	return s
+}
+
+func TestBuildInputs(t *testing.T) {
+	lb, cl := corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyCluster
+	local := corev1.ServiceExternalTrafficPolicyLocal
+	other := ptr.To("example.com/other")
+	deleting := lbService("a", "gone", nil, lb, cl, "10.0.0.9")
+	deleting.DeletionTimestamp = ptr.To(metav1.Now())
+	deleting.Finalizers = []string{"x"}
+	snap := Snapshot{
+		Services: []corev1.Service{
+			lbService("a", "web", nil, lb, cl, "10.0.0.1", "fd00::1"),
+			lbService("a", "loc", ptr.To(svcstatus.ClassName), lb, local, "10.0.0.2"),
+			lbService("a", "pending", nil, lb, cl),
+			lbService("a", "theirs", other, lb, cl, "10.0.0.3"),
+			lbService("a", "cip", nil, corev1.ServiceTypeClusterIP, cl, "10.0.0.4"),
+			lbService("a", "host", nil, lb, cl, "not-an-ip"),
+			deleting,
+		},
+		Slices: []discoveryv1.EndpointSlice{slice("a", "web", ep{node: "n1"}), slice("a", "loc", ep{node: "n2"})},
+		Nodes:  []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "n2"}}},
+		Alive:  []string{"n1", "n2"},
+	}
+	got := BuildInputs(snap)
+	want := []plan.Service{
+		{Key: "a/web", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")}, EndpointNodes: []string{"n1"}},
+		{Key: "a/loc", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.2")}, Local: true, EndpointNodes: []string{"n2"}},
+	}
+	if !reflect.DeepEqual(got.Services, want) {
+		t.Errorf("services: got %+v\nwant %+v", got.Services, want)
+	}
+	if len(got.Nodes) != 2 || !reflect.DeepEqual(got.Alive, []string{"n1", "n2"}) {
+		t.Errorf("nodes %v alive %v", got.Nodes, got.Alive)
+	}
+
+	snap.OnlyClass = true
+	got = BuildInputs(snap)
+	if len(got.Services) != 1 || got.Services[0].Key != "a/loc" {
+		t.Errorf("onlyClass: got %+v, want only a/loc", got.Services)
+	}
+}
+
+func TestPeerAddrs(t *testing.T) {
+	node := func(name string, addrs ...corev1.NodeAddress) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Addresses: addrs}}
+	}
+	in := func(a string) corev1.NodeAddress { return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a} }
+	ext := func(a string) corev1.NodeAddress { return corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: a} }
+	nodes := []corev1.Node{
+		node("n2", in("fd00::2"), in("192.168.1.2")),
+		node("n1", ext("203.0.113.1"), in("192.168.1.1"), in("fd00::1")),
+		node("n3", ext("192.168.1.3")),
+		node("n4", in("bogus")),
+	}
+	got := PeerAddrs(nodes, netip.MustParseAddr("192.168.1.1"), 7946)
+	want := []netip.AddrPort{netip.MustParseAddrPort("192.168.1.1:7946"), netip.MustParseAddrPort("192.168.1.2:7946")}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("v4: got %v, want %v", got, want)
+	}
+	got = PeerAddrs(nodes, netip.MustParseAddr("fd00::9"), 7946)
+	want = []netip.AddrPort{netip.MustParseAddrPort("[fd00::1]:7946"), netip.MustParseAddrPort("[fd00::2]:7946")}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("v6: got %v, want %v", got, want)
+	}
+}

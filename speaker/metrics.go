@@ -1,0 +1,63 @@
+package speaker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/herald-lb/herald/speaker/members"
+	"github.com/herald-lb/herald/speaker/plan"
+)
+
+type metrics struct {
+	announced *prometheus.GaugeVec
+}
+
+// newMetrics registers the speaker's metrics: the announced addresses,
+// the responders' counters (read from the announcer at scrape time) and
+// the memberlist view.
+func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members) *metrics {
+	m := &metrics{
+		announced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "herald_l2_announced",
+			Help: "1 for each address this node answers ARP/NDP for, by Service and node.",
+		}, []string{"service", "address", "node"}),
+	}
+	reg.MustRegister(m.announced,
+		&l2Collector{ann: ann,
+			answered: prometheus.NewDesc("herald_l2_requests_answered_total",
+				"ARP requests and neighbour solicitations answered, by interface.", []string{"interface"}, nil),
+			gratuitous: prometheus.NewDesc("herald_l2_gratuitous_sent_total",
+				"Gratuitous ARP rounds and unsolicited neighbour advertisements sent, by interface.", []string{"interface"}, nil),
+		},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "herald_memberlist_members_alive",
+			Help: "Speakers alive in this speaker's memberlist view, itself included.",
+		}, func() float64 { return float64(ml.Stats().Alive) }),
+	)
+	return m
+}
+
+func (m *metrics) setAnnounced(node string, l2 []plan.L2Announcement) {
+	m.announced.Reset()
+	for _, a := range l2 {
+		for _, s := range a.Services {
+			m.announced.WithLabelValues(s, a.Addr.String(), node).Set(1)
+		}
+	}
+}
+
+type l2Collector struct {
+	ann                  Announcer
+	answered, gratuitous *prometheus.Desc
+}
+
+func (c *l2Collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.answered
+	ch <- c.gratuitous
+}
+
+func (c *l2Collector) Collect(ch chan<- prometheus.Metric) {
+	for name, s := range c.ann.L2Stats() {
+		ch <- prometheus.MustNewConstMetric(c.answered, prometheus.CounterValue, float64(s.Answered), name)
+		ch <- prometheus.MustNewConstMetric(c.gratuitous, prometheus.CounterValue, float64(s.Gratuitous), name)
+	}
+}

@@ -1,0 +1,187 @@
+package speaker
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/speaker/plan"
+)
+
+// StatusName is the name of a Service's ServiceL2Status: "<namespace>.<name>",
+// a valid DNS subdomain (both parts are DNS labels without dots), unique
+// and stable.
+func StatusName(namespace, name string) string { return namespace + "." + name }
+
+// desiredStatus is what this node reports for one Service.
+type desiredStatus struct {
+	namespace, name string
+	addrs           []string
+	ifaces          []string // sorted; nil: every eligible interface
+	allIfaces       bool
+}
+
+// statusByService groups the node's announcements by Service, keeping only
+// the Services this node reports on: those whose lowest announced address
+// it announces. (The addresses of one Service are normally all on one
+// node; when they are elected apart, one node writes the object.)
+func statusByService(all []plan.L2Announcement, node string) map[string]*desiredStatus {
+	writer := map[string]string{}
+	for _, an := range all { // sorted by address: the first seen is the lowest
+		for _, key := range an.Services {
+			if _, ok := writer[key]; !ok {
+				writer[key] = an.Node
+			}
+		}
+	}
+	out := map[string]*desiredStatus{}
+	for _, an := range all {
+		if an.Node != node {
+			continue
+		}
+		for _, key := range an.Services {
+			if writer[key] != node {
+				continue
+			}
+			d := out[key]
+			if d == nil {
+				ns, name, _ := strings.Cut(key, "/")
+				d = &desiredStatus{namespace: ns, name: name}
+				out[key] = d
+			}
+			d.addrs = append(d.addrs, an.Addr.String())
+			if an.Interfaces == nil {
+				d.allIfaces = true
+			}
+			d.ifaces = append(d.ifaces, an.Interfaces...)
+		}
+	}
+	for _, d := range out {
+		slices.Sort(d.ifaces)
+		d.ifaces = slices.Compact(d.ifaces)
+		if d.allIfaces {
+			d.ifaces = nil
+		}
+	}
+	return out
+}
+
+// syncStatus makes the ServiceL2Status objects match what this node
+// announces: it creates or takes over the objects of the Services it
+// announces (emitting AnnouncingFromNode when the node changes) and
+// deletes those naming it for Services it no longer announces. Objects
+// naming other nodes are theirs.
+func (a *Agent) syncStatus(ctx context.Context, svcs []corev1.Service, all []plan.L2Announcement) error {
+	var list v1beta1.ServiceL2StatusList
+	if err := a.c.List(ctx, &list, client.InNamespace(a.o.Namespace)); err != nil {
+		return err
+	}
+	existing := map[string]*v1beta1.ServiceL2Status{}
+	for i := range list.Items {
+		existing[list.Items[i].Name] = &list.Items[i]
+	}
+	byKey := map[string]*corev1.Service{}
+	for i := range svcs {
+		byKey[svcs[i].Namespace+"/"+svcs[i].Name] = &svcs[i]
+	}
+	want := statusByService(all, a.o.NodeName)
+	var errs []error
+	keep := map[string]bool{}
+	for key, d := range want {
+		name := StatusName(d.namespace, d.name)
+		keep[name] = true
+		obj := a.statusObject(d)
+		cur := existing[name]
+		var err error
+		switch {
+		case cur == nil:
+			err = a.c.Create(ctx, obj)
+			if apierrors.IsAlreadyExists(err) {
+				err = fmt.Errorf("creating %s: %w (cache behind; retried)", name, err)
+			}
+		case cur.Status.Node == a.o.NodeName && sameStatus(cur, obj):
+			continue
+		default:
+			obj.ResourceVersion = cur.ResourceVersion
+			err = a.c.Update(ctx, obj)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		old := ""
+		if cur != nil {
+			old = cur.Status.Node
+		}
+		if old != a.o.NodeName {
+			if svc := byKey[key]; svc != nil {
+				from := old
+				if from == "" {
+					from = "(none)"
+				}
+				a.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventAnnouncingFromNode, "Announce",
+					"announcing %s from node %s (was %s)", strings.Join(d.addrs, ", "), a.o.NodeName, from)
+			}
+			a.log.Info("announcing service", "service", key, "from", old, "addresses", d.addrs)
+		}
+	}
+	for name, cur := range existing {
+		if keep[name] || cur.Status.Node != a.o.NodeName {
+			continue
+		}
+		// Delete only the version read: if the new announcer took the
+		// object over meanwhile, the precondition fails and it stays.
+		err := a.c.Delete(ctx, cur, client.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("writing ServiceL2Status: %v", errs)
+	}
+	return nil
+}
+
+func (a *Agent) statusObject(d *desiredStatus) *v1beta1.ServiceL2Status {
+	obj := &v1beta1.ServiceL2Status{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: a.o.Namespace,
+			Name:      StatusName(d.namespace, d.name),
+			Labels: map[string]string{
+				v1beta1.LabelServiceNamespace: d.namespace,
+				v1beta1.LabelServiceName:      d.name,
+			},
+		},
+		Status: v1beta1.ServiceL2StatusStatus{Node: a.o.NodeName, Interfaces: d.ifaces, Addresses: d.addrs},
+	}
+	if a.o.PodName != "" && a.o.PodUID != "" {
+		obj.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "Pod", Name: a.o.PodName, UID: types.UID(a.o.PodUID),
+		}}
+	}
+	return obj
+}
+
+func sameStatus(cur, want *v1beta1.ServiceL2Status) bool {
+	return reflect.DeepEqual(cur.Labels, want.Labels) &&
+		slices.Equal(cur.Status.Addresses, want.Status.Addresses) &&
+		slices.Equal(cur.Status.Interfaces, want.Status.Interfaces) &&
+		reflect.DeepEqual(ownerUIDs(cur.OwnerReferences), ownerUIDs(want.OwnerReferences))
+}
+
+func ownerUIDs(refs []metav1.OwnerReference) []types.UID {
+	var out []types.UID
+	for _, r := range refs {
+		out = append(out, r.UID)
+	}
+	return out
+}
