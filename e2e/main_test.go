@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/herald-lb/herald/e2e"
 	"github.com/herald-lb/herald/e2e/lab"
 )
@@ -27,6 +30,7 @@ var cluster e2e.Cluster
 // before it can tear down: the next `lab up` or `lab down` removes what was left.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	ctrllog.SetLogger(logr.Discard()) // the suites use controller-runtime's client, which logs nothing worth reading
 	os.Exit(run(m))
 }
 

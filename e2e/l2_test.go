@@ -1,0 +1,270 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/controller"
+	"github.com/herald-lb/herald/e2e"
+	"github.com/herald-lb/herald/e2e/lab"
+	"github.com/herald-lb/herald/ipam"
+	"github.com/herald-lb/herald/speaker"
+)
+
+// The speaker in the lab: the real controller and speakers from Herald's image, a pool on the lan and an
+// L2Advertisement; the lan client resolves the Service's addresses with its own kernel and reaches the echo
+// backend through them.
+
+// nodeByMAC names the lab node whose lan interface has mac, or "".
+func nodeByMAC(mac net.HardwareAddr) string {
+	for _, n := range cluster.Nodes() {
+		if bytes.Equal(n.MAC, mac) {
+			return n.Name
+		}
+	}
+	return ""
+}
+
+// nthAddr is the n-th address after the first of prefix.
+func nthAddr(p netip.Prefix, n int) netip.Addr {
+	a := p.Masked().Addr()
+	for i := 0; i < n; i++ {
+		a = a.Next()
+	}
+	return a
+}
+
+// settledAnnouncer waits until every speaker runs, ServiceL2Status names the announcer of the Service, and the
+// client's kernel resolves addr to that node's MAC, and returns the node.
+func settledAnnouncer(t *testing.T, ctx context.Context, c client.Client, ns, name string, addr netip.Addr) string {
+	t.Helper()
+	var node string
+	waitFor(t, ctx, "the speakers to settle on one announcer of "+addr.String(), func() (bool, error) {
+		ds, err := cluster.Kube().AppsV1().DaemonSets("herald-system").Get(ctx, "herald-speaker", metav1.GetOptions{})
+		if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled || ds.Status.DesiredNumberScheduled == 0 {
+			return false, nil
+		}
+		var st v1beta1.ServiceL2Status
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "herald-system", Name: speaker.StatusName(ns, name)}, &st); err != nil {
+			return false, nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		m, err := cluster.Client().Neighbor(rctx, addr)
+		if err != nil {
+			return false, nil
+		}
+		node = st.Status.Node
+		return node != "" && nodeByMAC(m) == node, nil
+	})
+	return node
+}
+
+// recovered checks that a fresh one-second stream to addr is answered: the longest gap of a stream is
+// measured between answers, so a stream that never recovered would not show its outage.
+func recovered(t *testing.T, ctx context.Context, addr netip.Addr) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	rep, err := cluster.Client().StreamUDP(sctx, netip.AddrPortFrom(addr, 9090), 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Received < rep.Sent/2 {
+		t.Errorf("after the takeover the service answers %d of %d datagrams", rep.Received, rep.Sent)
+	}
+}
+
+func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
+	if cluster.Images().Herald == "" {
+		t.Fatal("no Herald image in the cluster (the lab could not build ./cmd/herald)")
+	}
+	ctx := testContext(t, 8*time.Minute)
+	t.Setenv("LAB_SPEAKER", "1")
+	if err := lab.Run(ctx, os.Stdout, "herald-up"); err != nil {
+		t.Fatalf("installing the controller and the speakers: %v", err)
+	}
+	t.Cleanup(func() { _ = lab.Run(context.Background(), os.Stdout, "herald-down") })
+	c, err := client.New(cluster.RESTConfig(), client.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cluster.Ranges()
+	v4, v6 := nthAddr(r.L2, 16), nthAddr(r.L2v6, 16)
+	pool := &v1beta1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-l2", Namespace: "herald-system"},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{v4.String() + "/32", v6.String() + "/128"}},
+	}
+	adv := &v1beta1.L2Advertisement{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-l2", Namespace: "herald-system"},
+		Spec:       v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"e2e-l2"}},
+	}
+	for _, o := range []client.Object{pool, adv} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		o := o
+		t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
+	}
+
+	ns := testNamespace(t, ctx)
+	echoDeployment(t, ctx, ns)
+	prefer := corev1.IPFamilyPolicyPreferDualStack
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: "e2e-l2"}},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeLoadBalancer,
+			// Local: only nodes with an echo pod announce, and the announcer serves from its own pod. With
+			// Cluster, the new announcer's kube-proxy may send the stream to a pod on the failed node (still
+			// "ready" for the node timeout), which measures the data path, not the announcement.
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			IPFamilyPolicy:        &prefer,
+			IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			Selector:              echoLabels,
+			Ports: []corev1.ServicePort{
+				{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
+				{Name: "udp", Port: 9090, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolUDP},
+			},
+		},
+	}
+	if err := c.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the service's addresses", func() (bool, error) {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web"}, svc); err != nil {
+			return false, err
+		}
+		return len(svc.Status.LoadBalancer.Ingress) == 2, nil
+	})
+	want := v4.String() + "," + v6.String()
+	if got := svc.Status.LoadBalancer.Ingress[0].IP + "," + svc.Status.LoadBalancer.Ingress[1].IP; got != want {
+		t.Fatalf("ingress %s, want %s", got, want)
+	}
+
+	// The client's kernel resolves both families to one node's MAC, and the echo answers through them.
+	cl := cluster.Client()
+	var owner string
+	for _, a := range []netip.Addr{v4, v6} {
+		var mac net.HardwareAddr
+		waitFor(t, ctx, "resolution of "+a.String(), func() (bool, error) {
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			m, err := cl.Neighbor(rctx, a)
+			if err != nil {
+				return false, nil
+			}
+			mac = m
+			return true, nil
+		})
+		n := nodeByMAC(mac)
+		if n == "" {
+			t.Fatalf("%s resolves to %s, the MAC of no node", a, mac)
+		}
+		if owner != "" && n != owner {
+			t.Errorf("the two families are announced by %s and %s, want one node", owner, n)
+		}
+		owner = n
+		url := "http://" + netip.AddrPortFrom(a, 80).String() + "/"
+		waitFor(t, ctx, "HTTP through "+a.String(), func() (bool, error) {
+			resp, err := cl.HTTP().Get(url)
+			if err != nil {
+				return false, nil
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode == 200 && len(body) > 0, nil
+		})
+	}
+	if named := settledAnnouncer(t, ctx, c, ns, "web", v4); named != owner {
+		t.Errorf("ServiceL2Status names %s, the client resolves to %s", named, owner)
+	}
+	t.Logf("L2: %s and %s announced from %s, as ServiceL2Status says", v4, v6, owner)
+
+	// kill -9 of the announcing speaker: another node takes over, and the client follows without probing.
+	sctx, stop := context.WithCancel(ctx)
+	type result struct {
+		rep e2e.StreamReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := cl.StreamUDP(sctx, netip.AddrPortFrom(v4, 9090), 10*time.Millisecond)
+		done <- result{rep, err}
+	}()
+	time.Sleep(time.Second) // a second of traffic before the fault, so the gap is measured inside the stream
+	if err := cluster.Faults().StopSpeaker(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	var next string
+	waitFor(t, ctx, "another node to take over "+v4.String(), func() (bool, error) {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		m, err := cl.Neighbor(rctx, v4)
+		if err != nil {
+			return false, nil
+		}
+		next = nodeByMAC(m)
+		return next != "" && next != owner, nil
+	})
+	time.Sleep(time.Second) // a second of traffic after the takeover
+	stop()
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	t.Logf("FAILOVER kill -9 of the speaker on %s: %s took over; UDP every 10 ms: sent %d, answered %d, longest gap %v",
+		owner, next, res.rep.Sent, res.rep.Received, res.rep.MaxGap.Round(time.Millisecond))
+	recovered(t, ctx, v4)
+
+	// The announcing node's link cut: memberlist declares it dead and another node takes over. The killed
+	// speaker has restarted meanwhile and may have taken the address back (it wins the hash): cut the node
+	// that announces now.
+	cut := settledAnnouncer(t, ctx, c, ns, "web", v4)
+	sctx, stop = context.WithCancel(ctx)
+	go func() {
+		rep, err := cl.StreamUDP(sctx, netip.AddrPortFrom(v4, 9090), 10*time.Millisecond)
+		done <- result{rep, err}
+	}()
+	time.Sleep(time.Second)
+	if err := cluster.Faults().CutLink(ctx, cut); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Faults().RestoreLink(context.Background(), cut) })
+	waitFor(t, ctx, "another node to take over "+v4.String()+" from the cut node", func() (bool, error) {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		m, err := cl.Neighbor(rctx, v4)
+		if err != nil {
+			return false, nil
+		}
+		next = nodeByMAC(m)
+		return next != "" && next != cut, nil
+	})
+	time.Sleep(time.Second)
+	stop()
+	res = <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	t.Logf("FAILOVER link of %s cut: %s took over; UDP every 10 ms: sent %d, answered %d, longest gap %v",
+		cut, next, res.rep.Sent, res.rep.Received, res.rep.MaxGap.Round(time.Millisecond))
+	recovered(t, ctx, v4)
+	if err := cluster.Faults().RestoreLink(ctx, cut); err != nil {
+		t.Fatal(err)
+	}
+}
