@@ -21,12 +21,12 @@ STATICCHECK := $(HERALD_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticch
 
 # shellcheck comes from Debian (install.sh lint installs it when missing).
 SHELLCHECK ?= shellcheck
-SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/lib_test.sh $(wildcard e2e/lab/lib/*.sh)
+SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh $(wildcard e2e/lab/lib/*.sh)
 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration bench-controller e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration bench-controller bench-failover e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -49,6 +49,16 @@ integration: kube-bin
 ## bench-controller: 1,000 Services against the real API server; prints LOAD figures
 bench-controller: kube-bin
 	$(GO) test -tags integration -count=1 -timeout 20m -run '^TestLoad(Burst)?$$' -v ./controller/ | grep -E 'LOAD|^(ok|FAIL|---)'
+
+## bench-failover: layer 2 failover in the lab, FAILOVER_RUNS times (default 20) in one lab: the longest gap in a
+## UDP stream from the lan client (every 10 ms) for a killed speaker, a cut link and a graceful stop; p50/p99/max
+FAILOVER_RUNS ?= 20
+bench-failover:
+	./e2e/lab/install.sh apt k8s etcd
+	$(GO) test -tags e2e -count=$(FAILOVER_RUNS) -timeout 90m -run '^TestL2SpeakerAnswersAndFailsOver$$' -v ./e2e/ \
+	  > "$${TMPDIR:-/tmp}/herald-bench-failover.log" || { tail -50 "$${TMPDIR:-/tmp}/herald-bench-failover.log"; exit 1; }
+	grep -E 'FAILOVER' "$${TMPDIR:-/tmp}/herald-bench-failover.log"
+	./e2e/lab/failover-summary.sh "$${TMPDIR:-/tmp}/herald-bench-failover.log"
 
 ## demo: bring up the local lab (installs and builds what is missing) and show a LoadBalancer Service answering
 demo:

@@ -267,4 +267,41 @@ func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
 	if err := cluster.Faults().RestoreLink(ctx, cut); err != nil {
 		t.Fatal(err)
 	}
+
+	// A graceful stop: the announcing speaker's Pod is deleted, its kubelet sends SIGTERM, the speaker stops
+	// answering and leaves memberlist, and another node takes over at once.
+	stopped := settledAnnouncer(t, ctx, c, ns, "web", v4)
+	pods, err := cluster.Kube().CoreV1().Pods("herald-system").List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/component=speaker", FieldSelector: "spec.nodeName=" + stopped})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the speaker pod on %s: %v (%d found)", stopped, err, len(pods.Items))
+	}
+	sctx, stop = context.WithCancel(ctx)
+	go func() {
+		rep, err := cl.StreamUDP(sctx, netip.AddrPortFrom(v4, 9090), 10*time.Millisecond)
+		done <- result{rep, err}
+	}()
+	time.Sleep(time.Second)
+	if err := cluster.Kube().CoreV1().Pods("herald-system").Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "another node to take over "+v4.String()+" from the stopped speaker", func() (bool, error) {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		m, err := cl.Neighbor(rctx, v4)
+		if err != nil {
+			return false, nil
+		}
+		next = nodeByMAC(m)
+		return next != "" && next != stopped, nil
+	})
+	time.Sleep(time.Second)
+	stop()
+	res = <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	t.Logf("FAILOVER graceful stop of the speaker on %s: %s took over; UDP every 10 ms: sent %d, answered %d, longest gap %v",
+		stopped, next, res.rep.Sent, res.rep.Received, res.rep.MaxGap.Round(time.Millisecond))
+	recovered(t, ctx, v4)
 }

@@ -210,6 +210,8 @@ ECHO_IMAGE=${ECHO_IMAGE:-localhost/herald-lab/echo:dev}
 HERALD_IMAGE=${HERALD_IMAGE:-localhost/herald:dev}
 # LAB_SPEAKER=1: `lab herald-up` (and `lab demo`) install the Herald speaker DaemonSet too. Off by default until
 # `herald speaker` is implemented.
+# `lab demo` runs the speaker unless LAB_SPEAKER=0 is given.
+LAB_SPEAKER_DEMO=${LAB_SPEAKER:-1}
 LAB_SPEAKER=${LAB_SPEAKER:-0}
 IMAGES_DIR=$LAB_STATE/images
 

@@ -91,8 +91,47 @@ herald_controller_up() {
 
 demo_fetch() { in_ns "$NS_CLIENT" curl -s --max-time 2 "http://$1/"; }
 
+# l2_addresses: the addresses of the demo's L2 Service, space-separated.
+l2_addresses() { kubectl_lab -n "$DEMO_NS" get svc echo-l2 -o jsonpath='{.status.loadBalancer.ingress[*].ip}' 2>/dev/null; }
+l2_has_two() { [ "$(l2_addresses | wc -w)" = 2 ]; }
+
+# url_host ADDR: ADDR as the host part of a URL (IPv6 in brackets).
+url_host() { case $1 in *:*) echo "[$1]" ;; *) echo "$1" ;; esac; }
+
+# mac_node MAC: the lab node whose lan interface has MAC, or "(no node)".
+mac_node() {
+	local i m
+	for ((i = 1; i <= LAB_NODES; i++)); do
+		m=$(ip -n "$(node_name "$i")" -o link show eth0 | grep -o 'link/ether [0-9a-f:]*' | cut -d' ' -f2)
+		if [ "$m" = "$1" ]; then
+			node_name "$i"
+			return 0
+		fi
+	done
+	echo "(no node)"
+}
+
+# demo_l2: the L2 Service answered from the lan client by ARP/NDP, with the MAC the client's kernel resolved, the
+# node it belongs to, and the node the speakers report in ServiceL2Status.
+demo_l2() {
+	local a out mac
+	echo
+	echo "L2: Service herald-demo/echo-l2 on lan addresses, announced by the Herald speaker (ARP for IPv4, NDP for IPv6):"
+	for a in $(l2_addresses); do
+		out=$(in_ns "$NS_CLIENT" curl -s --max-time 2 "http://$(url_host "$a")/") || out="(no answer)"
+		mac=$(ip -n "$NS_CLIENT" neigh show "$a" | grep -o 'lladdr [0-9a-f:]*' | cut -d' ' -f2 || true)
+		echo "  $NS_CLIENT -> $a: resolved by its kernel to ${mac:-(unresolved)} = $(mac_node "${mac:-none}")"
+		echo "    HTTP  $out"
+	done
+	echo "  ServiceL2Status (which node the speakers elected, on which interfaces):"
+	kubectl_lab -n herald-system get servicel2statuses \
+		-o custom-columns='NAME:.metadata.name,NODE:.status.node,ADDRESSES:.status.addresses,INTERFACES:.status.interfaces' 2>&1 |
+		sed 's/^/    /'
+}
+
 cmd_demo() {
 	need_root
+	LAB_SPEAKER=$LAB_SPEAKER_DEMO
 	if ! lab_is_up; then cmd_up; fi
 	local ip node_ip assigned_by
 	local controller=0
@@ -129,10 +168,12 @@ cmd_demo() {
 	# node 1, and a gobgpd in every node announcing the address to both routers.
 	node_ip=$(node_ip4 1)
 	ip -n "$NS_CLIENT" route replace "$ip/32" via "$node_ip"
-	local standin=0
-	if ! speaker_ready; then
-		standin=1
-		phase "announce $ip/32 from every node (stand-in BGP speakers)" announce_all "$ip/32"
+	# The speaker has no BGP yet: the stand-ins announce the BGP address whether it runs or not.
+	local standin=1 speaker=0
+	phase "announce $ip/32 from every node (stand-in BGP speakers)" announce_all "$ip/32"
+	if [ $controller = 1 ] && speaker_ready; then
+		speaker=1
+		try_phase "wait for the L2 service's two addresses" wait_for "two addresses" 30 l2_has_two
 	fi
 
 	local out
@@ -173,6 +214,7 @@ cmd_demo() {
 	done
 	out=$(printf "ping-1" | in_ns "$NS_CLIENT" socat -t 2 - "UDP:$ip:9090" 2>/dev/null) || out="(no answer)"
 	echo "  UDP   $out"
+	if [ $speaker = 1 ]; then demo_l2; fi
 	echo
 	echo "Herald in this lab (and where the lab stands in):"
 	if [ $controller = 1 ]; then
@@ -181,8 +223,13 @@ cmd_demo() {
 	else
 		echo "  - Herald controller: would assign the address from an IPAddressPool and write the Service status"
 	fi
-	echo "  - Herald speaker: would answer ARP/NDP for L2 pools and announce BGP pools to gobgpd and FRR"
-	echo "    (the lab's stand-ins: 'lab announce I PREFIX' / 'lab withdraw I' run a gobgpd in node I)"
+	if [ $speaker = 1 ]; then
+		echo "  - Herald speaker: runs on every node and answers ARP/NDP for the L2 pool (above); its BGP half is not"
+		echo "    there yet, so the lab's stand-ins announce the BGP pool ('lab announce I PREFIX' / 'lab withdraw I')"
+	else
+		echo "  - Herald speaker: not running (LAB_SPEAKER=0, or it did not become ready): the L2 section is skipped;"
+		echo "    the lab's stand-ins announce the BGP pool ('lab announce I PREFIX' / 'lab withdraw I')"
+	fi
 	echo "  - Herald image: $([ -f "$IMAGE_CACHE/herald.tar" ] && echo "built and imported as $HERALD_IMAGE" || echo "not built (./cmd/herald does not build yet)")"
 	echo
 	echo "Explore:"

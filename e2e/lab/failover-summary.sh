@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# failover-summary.sh LOG: the p50, p99 and max of the longest gap per failover case, from the FAILOVER lines
+# that TestL2SpeakerAnswersAndFailsOver logs (make bench-failover).
+set -euo pipefail
+log=${1:?usage: failover-summary.sh LOG}
+awk '/FAILOVER/ {
+	c = "other"
+	if ($0 ~ /kill -9/) c = "(a) kill -9 of the announcing speaker"
+	else if ($0 ~ /link of/) c = "(b) link of the announcing node cut"
+	else if ($0 ~ /graceful stop/) c = "(c) graceful stop (speaker Pod deleted)"
+	v = $0
+	sub(/.*longest gap /, "", v)
+	ms = v + 0
+	if (v ~ /µs$/) ms = (v + 0) / 1000
+	else if (v ~ /ms$/) ms = v + 0
+	else if (v ~ /s$/) ms = (v + 0) * 1000
+	printf "%s\t%.1f\n", c, ms
+}' "$log" | sort -t$'\t' -k1,1 -k2,2n | awk -F'\t' '
+# rank: the nearest-rank percentile p of the n sorted gaps.
+function rank(p,   r, i) {
+	r = p * n
+	i = int(r)
+	if (i < r) i++
+	return g[i - 1]
+}
+function flush() {
+	if (n > 0) printf "%-42s runs %3d  p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms\n", cur, n, rank(0.5), rank(0.99), g[n - 1]
+}
+$1 != cur { flush(); cur = $1; n = 0 }
+{ g[n++] = $2 }
+END { flush() }'
