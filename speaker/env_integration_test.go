@@ -53,30 +53,7 @@ func TestMain(m *testing.M) {
 		w = os.Stderr
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(w, nil)))
-	dir, err := os.MkdirTemp("", "herald-speaker-it-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	srv, err = kubeapi.Start(dir)
-	if err == nil {
-		err = srv.InstallCRDs("../config/crd")
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "integration: cannot start the API server:", err)
-		if srv != nil {
-			srv.Stop()
-		}
-		os.Exit(1)
-	}
-	code := m.Run()
-	srv.Stop()
-	if code == 0 {
-		os.RemoveAll(dir)
-	} else {
-		fmt.Fprintln(os.Stderr, "API server logs kept in", dir)
-	}
-	os.Exit(code)
+	os.Exit(kubeapi.RunTests(m, "herald-speaker-it-", "../config/crd", &srv))
 }
 
 // fakeAnnouncer records the desired set it was last given.

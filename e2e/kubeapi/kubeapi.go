@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"testing"
 	"time"
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -321,4 +322,35 @@ func writePKI(dir string) (*pkiFiles, error) {
 
 func writePEM(path, typ string, der []byte) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+}
+
+// RunTests starts an etcd and kube-apiserver in a new temporary directory named after prefix, installs the CRDs
+// in crdDir, sets *srv, runs the package's tests, stops the server and returns the exit code for TestMain. The
+// server's logs are kept (and their directory printed) when a test failed.
+func RunTests(m *testing.M, prefix, crdDir string, srv **Server) int {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, err := Start(dir)
+	if err == nil {
+		err = s.InstallCRDs(crdDir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration: cannot start the API server:", err)
+		if s != nil {
+			s.Stop()
+		}
+		return 1
+	}
+	*srv = s
+	code := m.Run()
+	s.Stop()
+	if code == 0 {
+		os.RemoveAll(dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "API server logs kept in", dir)
+	}
+	return code
 }
