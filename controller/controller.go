@@ -51,13 +51,6 @@ const (
 	EventReleased        = "IPReleased"
 	EventRestoreConflict = "RestoreConflict"
 	EventNodeAddresses   = "NodeAddressPool"
-	EventBadRequest      = string(ipam.BadRequest)
-)
-
-// Names kept for callers of earlier versions.
-const (
-	ClassName      = svcstatus.ClassName
-	AnnotationPool = svcstatus.AnnotationPool
 )
 
 // configKey is the workqueue item for "the configuration changed". No Service
@@ -362,7 +355,7 @@ func (r *Reconciler) plan(ctx context.Context, svc *corev1.Service) plan {
 	defer r.serveWaiters(ctx)
 	if !svcstatus.Handles(svc, r.onlyClass) {
 		r.release(nn)
-		if svcstatus.Ours(svc) && (svc.Spec.LoadBalancerClass == nil || *svc.Spec.LoadBalancerClass == ClassName || svc.Spec.Type != corev1.ServiceTypeLoadBalancer) {
+		if svcstatus.Ours(svc) && (svc.Spec.LoadBalancerClass == nil || *svc.Spec.LoadBalancerClass == svcstatus.ClassName || svc.Spec.Type != corev1.ServiceTypeLoadBalancer) {
 			return plan{clear: true}
 		}
 		return plan{none: true}

@@ -33,7 +33,7 @@ func TestAssignAndStatus(t *testing.T) {
 	if c := svcstatus.Condition(s); c == nil || c.Status != metav1.ConditionTrue || c.Reason != svcstatus.ReasonAllocated || c.Message != `192.0.2.10 from pool "lan"` {
 		t.Errorf("condition = %+v", c)
 	}
-	if a, ok := s.Annotations[AnnotationPool]; ok {
+	if a, ok := s.Annotations[svcstatus.AnnotationPool]; ok {
 		t.Errorf("pool annotation %q written for an address pool", a)
 	}
 	e.waitEvent(e.app, "web", EventAllocated, `assigned 192.0.2.10 from pool "lan"`)
@@ -207,7 +207,7 @@ func TestLoadBalancerClass(t *testing.T) {
 	e := newEnv(t)
 	e.pool("lan", []string{"192.0.2.0/29"})
 	h := e.startController()
-	other, ours := "example.com/other", ClassName
+	other, ours := "example.com/other", svcstatus.ClassName
 	e.svc("other", func(s *corev1.Service) { s.Spec.LoadBalancerClass = &other })
 	e.svc("ours", func(s *corev1.Service) { s.Spec.LoadBalancerClass = &ours })
 	e.waitIPs("ours", "192.0.2.0")

@@ -104,8 +104,6 @@ func restoreViews(svc *corev1.Service, nsLabels map[string]string) []ipam.Servic
 	return out
 }
 
-func sameAddrs(a, b []netip.Addr) bool { return slices.Equal(a, b) }
-
 func addrsString(addrs []netip.Addr) string {
 	if len(addrs) == 1 {
 		return addrs[0].String()

@@ -26,7 +26,7 @@ func lbService(mut ...func(*corev1.Service)) *corev1.Service {
 }
 
 func TestHandles(t *testing.T) {
-	ours, other := ClassName, "example.com/lb"
+	ours, other := svcstatus.ClassName, "example.com/lb"
 	now := metav1.Now()
 	tests := []struct {
 		name      string

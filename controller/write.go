@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,7 +66,7 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, p plan) err
 		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventNodeAddresses, "Allocate",
 			"placed in node-address pool %q; its addresses are the nodes' own", p.asg.Pool)
 		r.log.Info("assigned", "service", nn, "pool", p.asg.Pool, "nodeAddresses", true)
-	case len(newAddrs) > 0 && !sameAddrs(oldAddrs, newAddrs):
+	case len(newAddrs) > 0 && !slices.Equal(oldAddrs, newAddrs):
 		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventAllocated, "Allocate",
 			"assigned %s from pool %q", addrsString(newAddrs), p.asg.Pool)
 		r.log.Info("assigned", "service", nn, "pool", p.asg.Pool, "addresses", newAddrs)
@@ -89,18 +90,18 @@ func (r *Reconciler) writePoolAnnotation(ctx context.Context, svc *corev1.Servic
 	if p.asg.NodeAddresses && !p.clear {
 		want = p.asg.Pool
 	}
-	cur, has := svc.Annotations[AnnotationPool]
+	cur, has := svc.Annotations[svcstatus.AnnotationPool]
 	if (want == "" && !has) || (want != "" && cur == want) {
 		return nil
 	}
 	patch := client.MergeFromWithOptions(svc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if want == "" {
-		delete(svc.Annotations, AnnotationPool)
+		delete(svc.Annotations, svcstatus.AnnotationPool)
 	} else {
 		if svc.Annotations == nil {
 			svc.Annotations = map[string]string{}
 		}
-		svc.Annotations[AnnotationPool] = want
+		svc.Annotations[svcstatus.AnnotationPool] = want
 	}
 	r.metrics.writes.WithLabelValues("service-annotation").Inc()
 	if err := r.client.Patch(ctx, svc, patch); err != nil && !apierrors.IsNotFound(err) {

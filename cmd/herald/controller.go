@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/herald-lb/herald/controller"
+	"github.com/herald-lb/herald/svcstatus"
 )
 
 func runController(args []string, _, stderr io.Writer) int {
@@ -29,7 +30,7 @@ func runController(args []string, _, stderr io.Writer) int {
 		ns = env
 	}
 	fs.StringVar(&o.Namespace, "namespace", ns, "install namespace (configuration, memberlist Secret, leader Lease)")
-	fs.BoolVar(&o.OnlyClass, "only-class", false, "serve only Services with spec.loadBalancerClass "+controller.ClassName)
+	fs.BoolVar(&o.OnlyClass, "only-class", false, "serve only Services with spec.loadBalancerClass "+svcstatus.ClassName)
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active replica through a Lease")
 	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", o.MemberlistSecret, "name of the speakers' gossip key Secret")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Prometheus metrics listen address (0 disables)")
