@@ -15,6 +15,7 @@ import (
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/configobjs"
 )
 
 // Condition reasons on configuration objects.
@@ -33,20 +34,7 @@ const EventInvalidConfig = "InvalidConfiguration"
 
 // listConfig reads the configuration objects from the cache.
 func (r *Reconciler) listConfig(ctx context.Context) (config.Objects, error) {
-	var objs config.Objects
-	var pools v1beta1.IPAddressPoolList
-	var l2 v1beta1.L2AdvertisementList
-	var bgp v1beta1.BGPAdvertisementList
-	var peers v1beta1.BGPPeerList
-	var comms v1beta1.CommunityList
-	for _, l := range []client.ObjectList{&pools, &l2, &bgp, &peers, &comms} {
-		if err := r.client.List(ctx, l, client.InNamespace(r.namespace)); err != nil {
-			return objs, fmt.Errorf("listing configuration: %w", err)
-		}
-	}
-	objs.Pools, objs.L2Advertisements, objs.BGPAdvertisements = pools.Items, l2.Items, bgp.Items
-	objs.Peers, objs.Communities = peers.Items, comms.Items
-	return objs, nil
+	return configobjs.List(ctx, r.client, r.namespace)
 }
 
 // configReport is what a configuration load must write on the objects.

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/configobjs"
 	"github.com/herald-lb/herald/ipam"
 )
 
@@ -114,7 +115,6 @@ func Scheme() *runtime.Scheme {
 // configuration kinds cached only in the install namespace, leader election,
 // metrics and probes.
 func ManagerOptions(o Options) ctrl.Options {
-	inNS := map[string]cache.Config{o.Namespace: {}}
 	mo := ctrl.Options{
 		Scheme:                        Scheme(),
 		LeaderElection:                o.LeaderElection,
@@ -123,14 +123,9 @@ func ManagerOptions(o Options) ctrl.Options {
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&v1beta1.IPAddressPool{}:    {Namespaces: inNS},
-			&v1beta1.L2Advertisement{}:  {Namespaces: inNS},
-			&v1beta1.BGPAdvertisement{}: {Namespaces: inNS},
-			&v1beta1.BGPPeer{}:          {Namespaces: inNS},
-			&v1beta1.Community{}:        {Namespaces: inNS},
-		}},
+		Cache:                         cache.Options{ByObject: map[client.Object]cache.ByObject{}},
 	}
+	configobjs.CacheInNamespace(mo.Cache.ByObject, o.Namespace)
 	if o.Logger != nil {
 		mo.Logger = logr.FromSlogHandler(o.Logger.Handler())
 	}

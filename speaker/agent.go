@@ -34,6 +34,7 @@ import (
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/configobjs"
 	"github.com/herald-lb/herald/speaker/members"
 	"github.com/herald-lb/herald/speaker/plan"
 )
@@ -194,21 +195,18 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 		cfg.Burst = o.KubeAPIBurst
 	}
 	inNS := map[string]cache.Config{o.Namespace: {}}
+	byObject := map[client.Object]cache.ByObject{
+		&v1beta1.ServiceL2Status{}: {Namespaces: inNS},
+		// Only the memberlist key Secret, not every Secret.
+		&corev1.Secret{}: {Namespaces: inNS, Field: fields.OneTermEqualSelector("metadata.name", o.MemberlistSecret)},
+	}
+	configobjs.CacheInNamespace(byObject, o.Namespace)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 Scheme(),
 		Logger:                 logr.FromSlogHandler(log.Handler()),
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress: o.ProbeAddr,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&v1beta1.IPAddressPool{}:    {Namespaces: inNS},
-			&v1beta1.L2Advertisement{}:  {Namespaces: inNS},
-			&v1beta1.BGPAdvertisement{}: {Namespaces: inNS},
-			&v1beta1.BGPPeer{}:          {Namespaces: inNS},
-			&v1beta1.Community{}:        {Namespaces: inNS},
-			&v1beta1.ServiceL2Status{}:  {Namespaces: inNS},
-			// Only the memberlist key Secret, not every Secret.
-			&corev1.Secret{}: {Namespaces: inNS, Field: fields.OneTermEqualSelector("metadata.name", o.MemberlistSecret)},
-		}},
+		Cache:                  cache.Options{ByObject: byObject},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -480,20 +478,7 @@ func (a *Agent) snapshot(ctx context.Context) (Snapshot, error) {
 }
 
 func (a *Agent) listConfig(ctx context.Context) (config.Objects, error) {
-	var objs config.Objects
-	var pools v1beta1.IPAddressPoolList
-	var l2 v1beta1.L2AdvertisementList
-	var bgp v1beta1.BGPAdvertisementList
-	var peers v1beta1.BGPPeerList
-	var comms v1beta1.CommunityList
-	for _, l := range []client.ObjectList{&pools, &l2, &bgp, &peers, &comms} {
-		if err := a.c.List(ctx, l, client.InNamespace(a.o.Namespace)); err != nil {
-			return objs, fmt.Errorf("listing configuration: %w", err)
-		}
-	}
-	objs.Pools, objs.L2Advertisements, objs.BGPAdvertisements = pools.Items, l2.Items, bgp.Items
-	objs.Peers, objs.Communities = peers.Items, comms.Items
-	return objs, nil
+	return configobjs.List(ctx, a.c, a.o.Namespace)
 }
 
 // sync plans from the cache and applies the node's part: the announcer,
