@@ -149,6 +149,7 @@ type Agent struct {
 	// loop state
 	keyWarned bool
 	applied   map[netip.Addr][]string
+	arrivals  uint64 // memberlist arrivals seen by the last sync
 	problems  string
 }
 
@@ -506,6 +507,17 @@ func (a *Agent) sync(ctx context.Context) error {
 			a.log.Warn("announcer rejected part of the plan", "error", err)
 		}
 		a.applied = desired
+	}
+	// A speaker that arrived in this speaker's view may have announced
+	// some of these addresses while it could not see us (a partition, or
+	// a restart that came back before it was declared dead): the clients
+	// may hold its MAC. Announce ours again so they come back.
+	if arr := a.ml.Stats().Arrivals; arr != a.arrivals {
+		if a.arrivals != 0 && len(desired) > 0 {
+			a.log.Info("a speaker arrived: announcing again", "addresses", len(desired))
+			a.ann.Reannounce()
+		}
+		a.arrivals = arr
 	}
 	a.met.setAnnounced(a.o.NodeName, want.L2)
 	a.ready.Store(true)

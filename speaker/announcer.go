@@ -27,6 +27,9 @@ type Announcer interface {
 	// families) mapped to the interfaces to answer on; nil interfaces
 	// means the node's default eligible set.
 	SetL2(desired map[netip.Addr][]string) error
+	// Reannounce sends a new round of gratuitous announcements for every
+	// address answered now.
+	Reannounce()
 	// L2Stats returns cumulative counters per interface.
 	L2Stats() map[string]L2Counters
 	// Close stops answering at once.
@@ -91,6 +94,12 @@ func (a *L2Announcer) SetL2(desired map[netip.Addr][]string) error {
 		}
 	}
 	return errors.Join(a.arp.Set(v4), a.ndp.Set(v6))
+}
+
+// Reannounce implements Announcer.
+func (a *L2Announcer) Reannounce() {
+	a.arp.Reannounce()
+	a.ndp.Reannounce()
 }
 
 // L2Stats implements Announcer.

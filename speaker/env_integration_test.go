@@ -63,6 +63,8 @@ type fakeAnnouncer struct {
 	ever   map[netip.Addr]bool // every address ever set
 	calls  int
 	closed bool
+	// reannounced counts Reannounce calls.
+	reannounced int
 }
 
 func (f *fakeAnnouncer) SetL2(d map[netip.Addr][]string) error {
@@ -78,6 +80,12 @@ func (f *fakeAnnouncer) SetL2(d map[netip.Addr][]string) error {
 	}
 	f.calls++
 	return nil
+}
+
+func (f *fakeAnnouncer) Reannounce() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reannounced++
 }
 
 func (f *fakeAnnouncer) L2Stats() map[string]L2Counters {

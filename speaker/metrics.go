@@ -32,6 +32,22 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members) *
 			Name: "herald_memberlist_members_alive",
 			Help: "Speakers alive in this speaker's memberlist view, itself included.",
 		}, func() float64 { return float64(ml.Stats().Alive) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "herald_memberlist_departures_total",
+			Help: "Speakers this speaker saw leave or declared dead. On a quiet cluster it grows only when a node or speaker stops; growth without that is a false positive (tune the profile).",
+		}, func() float64 { return float64(ml.Stats().Departures) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "herald_memberlist_arrivals_total",
+			Help: "Speakers this speaker saw join (again).",
+		}, func() float64 { return float64(ml.Stats().Arrivals) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "herald_memberlist_rejoins_total",
+			Help: "Joins of known speakers missing from this speaker's view (the periodic re-join that heals partitions).",
+		}, func() float64 { return float64(ml.Stats().Rejoins) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "herald_memberlist_health_score",
+			Help: "memberlist's awareness health score: 0 is healthy; higher means this speaker itself misses probes (overloaded or losing packets).",
+		}, func() float64 { return float64(ml.Stats().HealthScore) }),
 	)
 	return m
 }

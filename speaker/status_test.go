@@ -55,6 +55,7 @@ type recording struct{ stats map[string]L2Counters }
 
 func (r *recording) SetL2(map[netip.Addr][]string) error { return nil }
 func (r *recording) L2Stats() map[string]L2Counters      { return r.stats }
+func (r *recording) Reannounce()                         {}
 func (r *recording) Close() error                        { return nil }
 
 func TestL2Collector(t *testing.T) {

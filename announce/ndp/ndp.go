@@ -79,6 +79,10 @@ func New(o Options) *Responder {
 func (r *Responder) Set(desired map[netip.Addr][]string) error { return r.e.Set(desired) }
 
 // Close stops answering, releases the sockets and removes the local routes.
+// Reannounce sends a new round of unsolicited neighbour advertisements for every address answered
+// now (see l2.Engine.Reannounce).
+func (r *Responder) Reannounce() { r.e.Reannounce() }
+
 func (r *Responder) Close() error { return r.e.Close() }
 
 // Stats returns cumulative counters per interface.

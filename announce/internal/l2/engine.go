@@ -293,6 +293,32 @@ func (e *Engine) Set(desired map[netip.Addr][]string) error {
 	return errors.Join(errs...)
 }
 
+// Reannounce starts a new round of gratuitous announcements (Gratuitous of
+// them, Interval apart, the first before it returns) for every address
+// answered now. Owners call it when neighbours may hold a stale entry that
+// no gain of theirs would correct: after a network partition heals, the
+// node that kept an address never gained it, while the other side's
+// announcements pointed the clients away from it.
+func (e *Engine) Reannounce() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	for name, st := range e.ifs {
+		if st.link == nil {
+			continue
+		}
+		for a := range st.addrs {
+			e.garps[gkey{a, name}] = &garp{left: e.cfg.Gratuitous, next: now}
+		}
+	}
+	e.reconcileLocked(now)
+	e.mu.Unlock()
+	e.poke()
+}
+
 func checkIfName(n string) error {
 	if n == "" || len(n) >= unix.IFNAMSIZ || strings.ContainsAny(n, "/ \t\n\x00") || n == "." || n == ".." {
 		return fmt.Errorf("invalid interface name %q", n)

@@ -203,6 +203,34 @@ func TestGainOrderAndGratuitous(t *testing.T) {
 	}
 }
 
+// Reannounce sends a new round for every answered address, the first
+// before it returns, and nothing for addresses not answered.
+func TestReannounce(t *testing.T) {
+	f := newFake()
+	e, _ := start(t, f, Config{Gratuitous: 2, Interval: 50 * time.Millisecond, Check: time.Hour})
+	if err := e.Set(map[netip.Addr][]string{a1: {"eth0"}, a2: {"eth1"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // the gain's rounds are over
+	if err := e.Set(map[netip.Addr][]string{a1: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.take()
+	e.Reannounce()
+	if got := f.take(); !slices.Equal(got, []string{"announce eth0 192.0.2.1"}) {
+		t.Fatalf("during Reannounce: %q, want one announcement of the answered address", got)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if got := f.take(); !slices.Equal(got, []string{"announce eth0 192.0.2.1"}) {
+		t.Fatalf("after Reannounce: %q, want exactly one more", got)
+	}
+	e.Close()
+	e.Reannounce() // after Close: nothing, no panic
+	if got := f.take(); count(got, "announce") != 0 {
+		t.Fatalf("after Close: %q", got)
+	}
+}
+
 // Losing: answering stops before Set returns, before node state goes; the
 // listener of an interface no longer needed is closed; pending
 // announcements for the lost address are dropped.
