@@ -125,12 +125,25 @@ type ClientHost interface {
 	// Neighbor resolves addr on the LAN the way the kernel does (it sends traffic to addr first) and
 	// returns the MAC address in the client's neighbour table.
 	Neighbor(ctx context.Context, addr netip.Addr) (net.HardwareAddr, error)
+	// ForgetNeighbor removes addr from the client's neighbour table, so that the next packet resolves it anew.
+	ForgetNeighbor(ctx context.Context, addr netip.Addr) error
+	// WatchNeighbor reports every change of the client's neighbour entry for addr as the kernel announces it
+	// (the NUD state: "REACHABLE", "STALE", "DELAY", "PROBE", "FAILED", "INCOMPLETE", or "DELETED"), until ctx
+	// ends; the channel is closed then.
+	WatchNeighbor(ctx context.Context, addr netip.Addr) (<-chan NeighborChange, error)
 	// RouteVia routes prefix from the client through a node's LAN address, standing in for routing that a
 	// speaker would otherwise provide. The returned function removes the route.
 	RouteVia(ctx context.Context, prefix netip.Prefix, node string) (func() error, error)
 	// StreamUDP sends numbered datagrams to an echo server every interval until ctx ends and reports the
 	// gaps between answers.
 	StreamUDP(ctx context.Context, to netip.AddrPort, interval time.Duration) (StreamReport, error)
+}
+
+// NeighborChange is one change of a neighbour entry.
+type NeighborChange struct {
+	At    time.Time
+	State string
+	MAC   net.HardwareAddr // nil when the entry has none (INCOMPLETE, FAILED, DELETED)
 }
 
 // StreamReport summarises a StreamUDP run.
@@ -159,4 +172,8 @@ type Faults interface {
 	// CutLink takes the node off the LAN (its link goes down at the switch); RestoreLink puts it back.
 	CutLink(ctx context.Context, node string) error
 	RestoreLink(ctx context.Context, node string) error
+	// Partition drops every TCP and UDP packet to or from port between node and the other nodes, both ways,
+	// leaving all other traffic alone (the API server, the data path): with the speakers' memberlist port it
+	// splits their gossip while everything else works. heal removes the partition.
+	Partition(ctx context.Context, node string, port int) (heal func(context.Context) error, err error)
 }

@@ -3,6 +3,7 @@
 package lab
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -241,3 +243,110 @@ func (f faults) link(ctx context.Context, node, state string) error {
 
 func (f faults) CutLink(ctx context.Context, node string) error     { return f.link(ctx, node, "down") }
 func (f faults) RestoreLink(ctx context.Context, node string) error { return f.link(ctx, node, "up") }
+
+func (c *client) ForgetNeighbor(ctx context.Context, addr netip.Addr) error {
+	_, err := run(ctx, c.ns, "ip", "neigh", "flush", "to", addr.String())
+	return err
+}
+
+func (c *client) WatchNeighbor(ctx context.Context, addr netip.Addr) (<-chan e2e.NeighborChange, error) {
+	cmd := exec.CommandContext(ctx, "nsenter", "--net="+c.lab.nsPath(c.ns), "--", "ip", "monitor", "neigh")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("ip monitor neigh in %s: %w", c.ns, err)
+	}
+	ch := make(chan e2e.NeighborChange, 64)
+	go func() {
+		defer close(ch)
+		defer func() { _ = cmd.Wait() }()
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if ev, ok := parseNeighborEvent(sc.Text(), addr); ok {
+				ev.At = time.Now()
+				select {
+				case ch <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return ch, nil
+}
+
+// parseNeighborEvent reads one line of `ip monitor neigh` ("[Deleted ]ADDR dev IF [lladdr MAC] [router] STATE")
+// and returns the change when it concerns addr.
+func parseNeighborEvent(line string, addr netip.Addr) (e2e.NeighborChange, bool) {
+	f := strings.Fields(line)
+	deleted := len(f) > 0 && f[0] == "Deleted"
+	if deleted {
+		f = f[1:]
+	}
+	if len(f) < 2 {
+		return e2e.NeighborChange{}, false
+	}
+	a, err := netip.ParseAddr(f[0])
+	if err != nil || a != addr {
+		return e2e.NeighborChange{}, false
+	}
+	var ev e2e.NeighborChange
+	for i := 1; i+1 < len(f); i++ {
+		if f[i] == "lladdr" {
+			ev.MAC, _ = net.ParseMAC(f[i+1])
+		}
+	}
+	ev.State = f[len(f)-1]
+	if deleted {
+		ev.State = "DELETED"
+	}
+	return ev, true
+}
+
+func (f faults) Partition(ctx context.Context, node string, port int) (func(context.Context) error, error) {
+	if _, ok := f.l.node(node); !ok {
+		return nil, fmt.Errorf("no node %q", node)
+	}
+	var v4, v6 []string
+	for _, n := range f.l.nodes {
+		if n.Name == node {
+			continue
+		}
+		v4 = append(v4, n.IPv4.String())
+		if n.IPv6.IsValid() {
+			v6 = append(v6, n.IPv6.String())
+		}
+	}
+	// A table of the lab's own in the node's namespace; deleting it heals.
+	rules := []string{"table inet hl_partition {"}
+	for _, hook := range []string{"input", "output"} {
+		dir := "saddr"
+		if hook == "output" {
+			dir = "daddr"
+		}
+		rules = append(rules, "chain "+hook+" { type filter hook "+hook+" priority -10; policy accept;")
+		for fam, peers := range map[string][]string{"ip": v4, "ip6": v6} {
+			if len(peers) == 0 {
+				continue
+			}
+			set := "{ " + strings.Join(peers, ", ") + " }"
+			for _, p := range []string{"dport", "sport"} {
+				rules = append(rules, fmt.Sprintf("%s %s %s meta l4proto { tcp, udp } th %s %d drop", fam, dir, set, p, port))
+			}
+		}
+		rules = append(rules, "}")
+	}
+	rules = append(rules, "}")
+	script := strings.Join(rules, "\n") + "\n"
+	cmd := exec.CommandContext(ctx, "nsenter", "--net="+f.l.nsPath(node), "--", "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("partition %s: nft: %w: %s", node, err, out)
+	}
+	return func(ctx context.Context) error {
+		_, err := run(ctx, node, "nft", "delete", "table", "inet", "hl_partition")
+		return err
+	}, nil
+}

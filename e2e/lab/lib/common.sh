@@ -208,11 +208,12 @@ node_dir() { echo "$LAB_STATE/$(node_name "$1")"; }
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
 ECHO_IMAGE=${ECHO_IMAGE:-localhost/herald-lab/echo:dev}
 HERALD_IMAGE=${HERALD_IMAGE:-localhost/herald:dev}
-# LAB_SPEAKER=1: `lab herald-up` (and `lab demo`) install the Herald speaker DaemonSet too. Off by default until
-# `herald speaker` is implemented.
+# LAB_SPEAKER=1: `lab herald-up` installs the Herald speaker DaemonSet too (the e2e suites that need it set it).
 # `lab demo` runs the speaker unless LAB_SPEAKER=0 is given.
 LAB_SPEAKER_DEMO=${LAB_SPEAKER:-1}
 LAB_SPEAKER=${LAB_SPEAKER:-0}
+# LAB_MEMBERLIST_PROFILE: the speakers' memberlist profile (--memberlist-profile): fast (Herald's default) or default.
+LAB_MEMBERLIST_PROFILE=${LAB_MEMBERLIST_PROFILE:-fast}
 IMAGES_DIR=$LAB_STATE/images
 
 need_root() { [ "$(id -u)" = 0 ] || die "the lab needs root (network namespaces, mounts)"; }

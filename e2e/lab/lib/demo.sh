@@ -71,7 +71,12 @@ herald_down() {
 # herald_speaker_up: the speaker DaemonSet (manifests/herald-speaker.yaml; the namespace comes with the
 # controller's manifest), and wait until it runs on every node.
 herald_speaker_up() {
-	sed "s|HERALD_IMAGE|$HERALD_IMAGE|" "$LAB_DIR/manifests/herald-speaker.yaml" | kubectl_lab apply -f - >/dev/null
+	case $LAB_MEMBERLIST_PROFILE in
+	fast | default) ;;
+	*) die "LAB_MEMBERLIST_PROFILE=$LAB_MEMBERLIST_PROFILE: want fast or default" ;;
+	esac
+	sed -e "s|HERALD_IMAGE|$HERALD_IMAGE|" -e "s|MEMBERLIST_PROFILE|$LAB_MEMBERLIST_PROFILE|" \
+		"$LAB_DIR/manifests/herald-speaker.yaml" | kubectl_lab apply -f - >/dev/null
 	kubectl_lab -n herald-system rollout status ds/herald-speaker --timeout=60s >/dev/null
 }
 

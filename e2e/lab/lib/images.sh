@@ -55,3 +55,16 @@ images_import() {
 		node_ctr "$i" images import --all-platforms "$t" >/dev/null || { log "import $t into node $i failed"; return 1; }
 	done
 }
+
+# cmd_images: `lab images`: rebuild the tarballs and, when the lab is up, import them into every node (the next
+# `lab herald-down; lab herald-up` runs the new Herald image).
+cmd_images() {
+	images_build
+	if lab_is_up; then
+		local i
+		for i in $(seq 1 "$LAB_NODES"); do
+			images_import "$i" || die "importing the images into node $i failed"
+		done
+		log "images imported into the $LAB_NODES running nodes"
+	fi
+}
