@@ -39,3 +39,26 @@ func TestParseNode(t *testing.T) {
 		}
 	}
 }
+
+func TestParseNeighborEvent(t *testing.T) {
+	a := netip.MustParseAddr("fd48:4c00::64:10")
+	for _, tc := range []struct {
+		line  string
+		ok    bool
+		state string
+		mac   string
+	}{
+		{"fd48:4c00::64:10 dev eth0 lladdr 46:0a:af:c7:25:a1 REACHABLE", true, "REACHABLE", "46:0a:af:c7:25:a1"},
+		{"fd48:4c00::64:10 dev eth0 lladdr 46:0a:af:c7:25:a1 router PROBE", true, "PROBE", "46:0a:af:c7:25:a1"},
+		{"fd48:4c00::64:10 dev eth0  FAILED", true, "FAILED", ""},
+		{"Deleted fd48:4c00::64:10 dev eth0 lladdr 46:0a:af:c7:25:a1 STALE", true, "DELETED", "46:0a:af:c7:25:a1"},
+		{"fd48:4c00::64:11 dev eth0 lladdr 46:0a:af:c7:25:a1 REACHABLE", false, "", ""},
+		{"10.250.0.64 dev eth0 INCOMPLETE", false, "", ""},
+		{"", false, "", ""},
+	} {
+		ev, ok := parseNeighborEvent(tc.line, a)
+		if ok != tc.ok || ev.State != tc.state || ev.MAC.String() != tc.mac {
+			t.Errorf("%q: got %v %q %q, want %v %q %q", tc.line, ok, ev.State, ev.MAC, tc.ok, tc.state, tc.mac)
+		}
+	}
+}

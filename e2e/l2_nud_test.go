@@ -1,0 +1,192 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/e2e"
+	"github.com/herald-lb/herald/ipam"
+)
+
+// nudDuration is how long TestL2NeighbourSurvivesUnreachabilityDetection streams: HERALD_E2E_NUD_SECONDS,
+// default 90 s (make e2e); make bench-nud runs it for 180 s.
+func nudDuration(t *testing.T) time.Duration {
+	s := os.Getenv("HERALD_E2E_NUD_SECONDS")
+	if s == "" {
+		return 90 * time.Second
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 10 {
+		t.Fatalf("HERALD_E2E_NUD_SECONDS=%q: want a number of seconds, at least 10", s)
+	}
+	return time.Duration(n) * time.Second
+}
+
+// The lan client keeps a Service's address in its neighbour table only while the announcer answers the
+// client's re-verification: after the reachable time (15-45 s) the entry goes STALE, the next datagram makes it
+// DELAY and then PROBE, and the kernel sends unicast solicitations (NS to the address itself, unicast ARP) that
+// must be answered, or the entry goes FAILED and datagrams are dropped. Replies to UDP do not confirm
+// reachability (only TCP progress and MSG_CONFIRM do), so for the client's neighbour table a UDP request stream is
+// one-way traffic, the case in which a responder that misses unicast solicitations loses the entry every
+// 30-45 s (metallb#2920).
+func TestL2NeighbourSurvivesUnreachabilityDetection(t *testing.T) {
+	d := nudDuration(t)
+	ctx := testContext(t, d+6*time.Minute)
+	f := installSpeakers(t, ctx)
+	r := cluster.Ranges()
+	if !r.L2v6.IsValid() {
+		t.Skip("the cluster is IPv4 only (LAB_IPV6=0): the NDP case needs IPv6")
+	}
+	v4, v6 := nthAddr(r.L2, 31), nthAddr(r.L2v6, 31)
+	f.create(t, ctx, &v1beta1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-nud", Namespace: "herald-system"},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{v4.String() + "/32", v6.String() + "/128"}},
+	})
+	f.create(t, ctx, &v1beta1.L2Advertisement{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-nud", Namespace: "herald-system"},
+		Spec:       v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"e2e-nud"}},
+	})
+	ns := testNamespace(t, ctx)
+	echoDeployment(t, ctx, ns)
+	prefer := corev1.IPFamilyPolicyPreferDualStack
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "nud", Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: "e2e-nud"}},
+		Spec: corev1.ServiceSpec{
+			Type:           corev1.ServiceTypeLoadBalancer,
+			IPFamilyPolicy: &prefer,
+			IPFamilies:     []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			Selector:       echoLabels,
+			Ports:          []corev1.ServicePort{{Name: "udp", Port: 9090, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolUDP}},
+		},
+	}
+	if err := f.c.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the service's addresses", func() (bool, error) {
+		err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "nud"}, svc)
+		return err == nil && len(svc.Status.LoadBalancer.Ingress) == 2, err
+	})
+	owner := settled(t, ctx, "one announcer", []netip.Addr{v4, v6}, anyNode)
+
+	// Watch both entries from before the stream starts; forget them so that the stream starts from a fresh
+	// resolution and the watch sees it.
+	cl := cluster.Client()
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	type watched struct {
+		addr   netip.Addr
+		events []e2e.NeighborChange
+		done   chan struct{}
+	}
+	var mu sync.Mutex
+	var ws []*watched
+	for _, a := range []netip.Addr{v6, v4} {
+		ch, err := cl.WatchNeighbor(wctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &watched{addr: a, done: make(chan struct{})}
+		ws = append(ws, w)
+		go func() {
+			defer close(w.done)
+			for ev := range ch {
+				mu.Lock()
+				w.events = append(w.events, ev)
+				mu.Unlock()
+			}
+		}()
+	}
+	// `ip monitor` is running once it reports the flush of an existing entry.
+	for _, w := range ws {
+		waitFor(t, ctx, "the neighbour watch reporting "+w.addr.String(), func() (bool, error) {
+			if err := cl.ForgetNeighbor(ctx, w.addr); err != nil {
+				return false, err
+			}
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, _ = cl.Neighbor(rctx, w.addr)
+			cancel()
+			mu.Lock()
+			defer mu.Unlock()
+			return len(w.events) > 0, nil
+		})
+	}
+	if err := cl.ForgetNeighbor(ctx, v4); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ForgetNeighbor(ctx, v6); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	for _, w := range ws {
+		w.events = nil
+	}
+	mu.Unlock()
+
+	t.Logf("streaming UDP every 10 ms to %s and %s (announced by %s) for %v", v4, v6, owner[v4], d)
+	sctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	reports := make([]e2e.StreamReport, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, a := range []netip.Addr{v6, v4} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reports[i], errs[i] = cl.StreamUDP(sctx, netip.AddrPortFrom(a, 9090), 10*time.Millisecond)
+		}()
+	}
+	wg.Wait()
+	stopWatch()
+	for i, w := range ws {
+		<-w.done
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		rep := reports[i]
+		states := map[string]int{}
+		var seq []string
+		bad := 0
+		for j, ev := range w.events {
+			states[ev.State]++
+			seq = append(seq, ev.State)
+			// The first resolution starts INCOMPLETE; after it, an entry that is INCOMPLETE or FAILED again
+			// lost its answer.
+			if (ev.State == "FAILED" || ev.State == "INCOMPLETE") && j > 0 {
+				bad++
+				t.Errorf("%s: the client's entry went %s at %s", w.addr, ev.State, ev.At.Format("15:04:05.000"))
+			}
+			if ev.MAC != nil && nodeByMAC(ev.MAC) != owner[w.addr] {
+				t.Errorf("%s: the client's entry points at %s (%s), the announcer is %s", w.addr, ev.MAC, nodeByMAC(ev.MAC), owner[w.addr])
+			}
+		}
+		t.Logf("NUD %s for %v: sent %d, answered %d, longest gap %v; neighbour states %v (%s)",
+			w.addr, d, rep.Sent, rep.Received, rep.MaxGap.Round(time.Millisecond), states, strings.Join(seq, " "))
+		if rep.Received != rep.Sent {
+			t.Errorf("%s: %d of %d datagrams unanswered", w.addr, rep.Sent-rep.Received, rep.Sent)
+		}
+		// The run must have exercised re-verification at least once, or it proves nothing.
+		if states["PROBE"] == 0 && states["DELAY"] == 0 {
+			t.Errorf("%s: the client never re-verified the entry in %v (states %v): the run is too short to test NUD", w.addr, d, states)
+		}
+		_ = bad
+	}
+	if t.Failed() {
+		return
+	}
+	fmt.Printf("NUD: no FAILED entry and no datagram lost in %v of one-way UDP to %s and %s\n", d, v4, v6)
+}
