@@ -38,6 +38,14 @@ type Announcer interface {
 	// current: when it changes, the addresses on it move with it without
 	// another SetL2.
 	SetL2(desired map[netip.Addr][]string) error
+	// DefaultInterfaces returns the default eligible set as it is now
+	// answered on, sorted (empty: no eligible interface).
+	DefaultInterfaces() []string
+	// DefaultChanged receives a value (coalesced: capacity one) after
+	// the default set changed and the last desired set was applied on
+	// it again, so that the caller reports the new set. A nil channel:
+	// it never changes.
+	DefaultChanged() <-chan struct{}
 	// L2Stats returns cumulative counters per interface.
 	L2Stats() map[string]L2Counters
 	// Close stops answering at once.
@@ -195,16 +203,14 @@ func (a *L2Announcer) SetL2(desired map[netip.Addr][]string) error {
 	return errors.Join(rerr, a.applyLocked())
 }
 
-// DefaultInterfaces returns the default eligible set as it is now
-// answered on, sorted (empty: no eligible interface).
+// DefaultInterfaces implements Announcer.
 func (a *L2Announcer) DefaultInterfaces() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.def.names)
 }
 
-// DefaultChanged receives a value (coalesced: capacity one) after the
-// default set changed and the last desired set was applied on it again.
+// DefaultChanged implements Announcer.
 func (a *L2Announcer) DefaultChanged() <-chan struct{} { return a.changes }
 
 // L2Stats implements Announcer.
