@@ -72,6 +72,7 @@ type L2Announcer struct {
 	done    chan struct{} // the link follower has returned
 
 	mu      sync.Mutex
+	closed  bool
 	desired map[netip.Addr][]string // the last SetL2, as given
 	def     defaultSet
 }
@@ -143,6 +144,9 @@ func (a *L2Announcer) start(log *slog.Logger, exclude []string, ns *netns.NsHand
 func (a *L2Announcer) refresh() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
 	return a.refreshLocked()
 }
 
@@ -194,6 +198,9 @@ func (a *L2Announcer) applyLocked() error {
 func (a *L2Announcer) SetL2(desired map[netip.Addr][]string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.closed {
+		return errors.New("announcer closed")
+	}
 	a.desired = maps.Clone(desired)
 	// On a failed read the last default set read stays in use.
 	_, rerr := a.readLocked()
@@ -234,6 +241,13 @@ func (a *L2Announcer) L2Stats() map[string]L2Counters {
 // Close implements Announcer: it stops following link events and stops
 // answering.
 func (a *L2Announcer) Close() error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil
+	}
+	a.closed = true
+	a.mu.Unlock()
 	a.cancel()
 	<-a.done
 	err := errors.Join(a.arp.Close(), a.ndp.Close())

@@ -182,6 +182,18 @@ func TestDefaultSetGainsNewInterface(t *testing.T) {
 	}
 	// The LAN is still answered.
 	waitAnswers(t, lan.Client, "eth0", lb4, node.MAC("eth0").String())
+
+	// Closed: nothing answered, nothing accepted, a second Close is harmless.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitAnswers(t, lan.Client, "eth0", lb4)
+	if err := a.SetL2(map[netip.Addr][]string{lb4: nil}); err == nil {
+		t.Error("SetL2 after Close succeeded")
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
 }
 
 // TestDefaultSetDropsEnslavedAndDownInterfaces: an interface enslaved to a
