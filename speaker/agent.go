@@ -402,6 +402,7 @@ func (a *Agent) loop(ctx context.Context) error {
 			return nil
 		case <-a.kick:
 		case <-a.ml.Changes():
+		case <-a.ann.DefaultChanged(): // the status names the interfaces
 		case <-retry:
 		}
 		retry = nil
@@ -521,7 +522,7 @@ func (a *Agent) sync(ctx context.Context) error {
 	}
 	a.met.setAnnounced(a.o.NodeName, want.L2)
 	a.ready.Store(true)
-	return a.syncStatus(ctx, snap.Services, res.L2)
+	return a.syncStatus(ctx, snap.Services, res.L2, a.ann.DefaultInterfaces())
 }
 
 // checkKey warns once when the key Secret no longer holds the key this

@@ -16,7 +16,8 @@
 //
 // # The loop
 //
-// Every change seen by the cache's informers, and every memberlist change,
+// Every change seen by the cache's informers, every memberlist change and
+// every change of the node's default interface set (Announcer.DefaultChanged)
 // kicks one channel of capacity one; a single goroutine takes the kick,
 // reads the whole state from the cache and plans again. Kicks arriving
 // during a plan collapse into one more plan, which sees the latest state:
@@ -51,10 +52,25 @@
 // # Announcer
 //
 // Announcer is the seam between the agent and the network. L2Announcer is
-// the real one (ARP for IPv4, NDP for IPv6, the default interface set from
-// announce/netif minus --l2-exclude-interfaces, read at each change); the
-// integration tests use a recording fake so that two speakers can run in one
-// process without raw sockets. Both take the whole desired set at once.
+// the real one (ARP for IPv4, NDP for IPv6); the integration tests use a
+// recording fake so that two speakers can run in one process without raw
+// sockets. Both take the whole desired set at once.
+//
+// An address whose L2Advertisement names no interfaces is answered on the
+// node's default set: announce/netif's eligible interfaces (up, not a bridge
+// port or bond slave, ARP-capable, not virtual) minus
+// --l2-exclude-interfaces. L2Announcer keeps that set current on its own:
+// it follows rtnetlink link events (an interface added, removed, up, down,
+// enslaved or released, a new MAC), reads the set again 100 ms after the
+// first event of a burst and, when the set changed, applies the last
+// desired set again on the new set, so the addresses move off a dead or
+// enslaved interface (its bridge or bond answers instead) and onto a new
+// one with no re-plan. It logs "default interfaces changed" (old, new) at
+// Info and signals DefaultChanged; the agent then re-plans, which rewrites
+// the status. SetL2 reads the set too, so a lost link event is caught by
+// the next plan; when the kernel drops the event subscription (overflow),
+// the announcer subscribes again and reads the set. DefaultInterfaces
+// gives the set as answered on now; herald_l2_interfaces is its size.
 //
 // # ServiceL2Status
 //
@@ -62,7 +78,9 @@
 // install namespace, named "<service namespace>.<service name>", labelled
 // herald.dev/service-namespace and herald.dev/service-name, owned by the
 // speaker's Pod (POD_NAME, POD_UID), with status.node, status.interfaces
-// (empty: every eligible interface) and status.addresses. Only the announcing
+// (the interfaces answering, sorted: those the L2Advertisement names, and
+// the default set, resolved, for addresses whose advertisement names none;
+// empty only when no interface is eligible) and status.addresses. Only the announcing
 // speaker writes it: the new announcer takes the object over (update) and
 // emits the Normal event AnnouncingFromNode on the Service, naming the old
 // node from the object it replaces; a speaker that stops announcing a Service

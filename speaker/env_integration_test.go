@@ -56,15 +56,41 @@ func TestMain(m *testing.M) {
 	os.Exit(kubeapi.RunTests(m, "herald-speaker-it-", "../config/crd", &srv))
 }
 
-// fakeAnnouncer records the desired set it was last given.
+// fakeAnnouncer records the desired set it was last given. Its default
+// interface set is def, changed by setDefault.
 type fakeAnnouncer struct {
-	mu     sync.Mutex
-	set    map[netip.Addr][]string
-	ever   map[netip.Addr]bool // every address ever set
-	calls  int
-	closed bool
+	mu      sync.Mutex
+	set     map[netip.Addr][]string
+	ever    map[netip.Addr]bool // every address ever set
+	calls   int
+	closed  bool
+	def     []string
+	changes chan struct{} // nil: the default set never changes
 	// reannounced counts Reannounce calls.
 	reannounced int
+}
+
+func newFakeAnnouncer(def ...string) *fakeAnnouncer {
+	return &fakeAnnouncer{def: def, changes: make(chan struct{}, 1)}
+}
+
+func (f *fakeAnnouncer) DefaultInterfaces() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.def)
+}
+
+func (f *fakeAnnouncer) DefaultChanged() <-chan struct{} { return f.changes }
+
+// setDefault changes the default set as a link event would, and notifies.
+func (f *fakeAnnouncer) setDefault(names ...string) {
+	f.mu.Lock()
+	f.def = names
+	f.mu.Unlock()
+	select {
+	case f.changes <- struct{}{}:
+	default:
+	}
 }
 
 func (f *fakeAnnouncer) SetL2(d map[netip.Addr][]string) error {
@@ -287,7 +313,7 @@ func (e *env) startSpeaker(node, ip string, opts ...func(*Options)) *speakerHand
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.Registerer = prometheus.NewRegistry()
 	o.PodName, o.PodUID = "speaker-"+node, "uid-"+node
-	ann := &fakeAnnouncer{}
+	ann := newFakeAnnouncer("eth0")
 	o.Announcer = ann
 	var w io.Writer = io.Discard
 	if *verbose {

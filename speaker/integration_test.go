@@ -91,6 +91,21 @@ func TestElectionAndFailover(t *testing.T) {
 		}
 		return ""
 	})
+	// The interfaces: the default set, resolved, and kept current when the
+	// default set changes (a link event) with no Kubernetes change.
+	e.eventually(5*time.Second, "ServiceL2Status lists the default interfaces", func() string {
+		if st, _ := e.statusNode("web"); !slices.Equal(st.Status.Interfaces, []string{"eth0"}) {
+			return fmt.Sprintf("status %+v", st.Status)
+		}
+		return ""
+	})
+	w.ann.setDefault("br0", "eth2")
+	e.eventually(5*time.Second, "ServiceL2Status follows the default interfaces", func() string {
+		if st, _ := e.statusNode("web"); !slices.Equal(st.Status.Interfaces, []string{"br0", "eth2"}) {
+			return fmt.Sprintf("status %+v", st.Status)
+		}
+		return ""
+	})
 	e.eventually(5*time.Second, "AnnouncingFromNode event", func() string {
 		if ev := e.events("web"); !containsAny(ev, "from node "+winner+" (was (none))") {
 			return fmt.Sprintf("events %q", ev)

@@ -12,8 +12,8 @@ type metrics struct {
 }
 
 // newMetrics registers the speaker's metrics: the announced addresses,
-// the responders' counters (read from the announcer at scrape time) and
-// the memberlist view.
+// the responders' counters and the size of the default interface set (read
+// from the announcer at scrape time) and the memberlist view.
 func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members) *metrics {
 	m := &metrics{
 		announced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -28,6 +28,7 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members) *
 			gratuitous: prometheus.NewDesc("herald_l2_gratuitous_sent_total",
 				"Gratuitous ARP rounds and unsolicited neighbour advertisements sent, by interface.", []string{"interface"}, nil),
 		},
+		l2Interfaces(ann),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "herald_memberlist_members_alive",
 			Help: "Speakers alive in this speaker's memberlist view, itself included.",
@@ -50,6 +51,14 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members) *
 		}, func() float64 { return float64(ml.Stats().HealthScore) }),
 	)
 	return m
+}
+
+// l2Interfaces is herald_l2_interfaces, read from the announcer.
+func l2Interfaces(ann Announcer) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "herald_l2_interfaces",
+		Help: "Interfaces in this node's default eligible set, which answer for the addresses whose L2Advertisement names no interfaces.",
+	}, func() float64 { return float64(len(ann.DefaultInterfaces())) })
 }
 
 func (m *metrics) setAnnounced(node string, l2 []plan.L2Announcement) {

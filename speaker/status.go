@@ -26,15 +26,16 @@ func StatusName(namespace, name string) string { return namespace + "." + name }
 type desiredStatus struct {
 	namespace, name string
 	addrs           []string
-	ifaces          []string // sorted; nil: every eligible interface
-	allIfaces       bool
+	ifaces          []string // sorted, the default set resolved
 }
 
 // statusByService groups the node's announcements by Service, keeping only
 // the Services this node reports on: those whose lowest announced address
 // it announces. (The addresses of one Service are normally all on one
-// node; when they are elected apart, one node writes the object.)
-func statusByService(all []plan.L2Announcement, node string) map[string]*desiredStatus {
+// node; when they are elected apart, one node writes the object.) The
+// interfaces of an announcement without interfaces are def, the node's
+// default set as the announcer answers on it now.
+func statusByService(all []plan.L2Announcement, node string, def []string) map[string]*desiredStatus {
 	writer := map[string]string{}
 	for _, an := range all { // sorted by address: the first seen is the lowest
 		for _, key := range an.Services {
@@ -59,18 +60,16 @@ func statusByService(all []plan.L2Announcement, node string) map[string]*desired
 				out[key] = d
 			}
 			d.addrs = append(d.addrs, an.Addr.String())
-			if an.Interfaces == nil {
-				d.allIfaces = true
+			ifs := an.Interfaces
+			if ifs == nil {
+				ifs = def
 			}
-			d.ifaces = append(d.ifaces, an.Interfaces...)
+			d.ifaces = append(d.ifaces, ifs...)
 		}
 	}
 	for _, d := range out {
 		slices.Sort(d.ifaces)
 		d.ifaces = slices.Compact(d.ifaces)
-		if d.allIfaces {
-			d.ifaces = nil
-		}
 	}
 	return out
 }
@@ -80,7 +79,7 @@ func statusByService(all []plan.L2Announcement, node string) map[string]*desired
 // announces (emitting AnnouncingFromNode when the node changes) and
 // deletes those naming it for Services it no longer announces. Objects
 // naming other nodes are theirs.
-func (a *Agent) syncStatus(ctx context.Context, svcs []corev1.Service, all []plan.L2Announcement) error {
+func (a *Agent) syncStatus(ctx context.Context, svcs []corev1.Service, all []plan.L2Announcement, def []string) error {
 	var list v1beta1.ServiceL2StatusList
 	if err := a.c.List(ctx, &list, client.InNamespace(a.o.Namespace)); err != nil {
 		return err
@@ -93,7 +92,7 @@ func (a *Agent) syncStatus(ctx context.Context, svcs []corev1.Service, all []pla
 	for i := range svcs {
 		byKey[svcs[i].Namespace+"/"+svcs[i].Name] = &svcs[i]
 	}
-	want := statusByService(all, a.o.NodeName)
+	want := statusByService(all, a.o.NodeName, def)
 	var errs []error
 	keep := map[string]bool{}
 	for key, d := range want {

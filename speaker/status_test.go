@@ -3,6 +3,7 @@ package speaker
 import (
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,26 +22,67 @@ func TestStatusByService(t *testing.T) {
 		ann("10.0.0.1", "n1", []string{"eth1"}, "a/web", "b/shared"),
 		ann("10.0.0.2", "n2", nil, "a/split"),
 		ann("10.0.0.3", "n1", []string{"eth0", "eth1"}, "a/other"),
+		ann("10.0.0.4", "n1", nil, "a/dflt"),
+		ann("10.0.0.5", "n1", []string{"eth9"}, "a/mixed"),
 		ann("fd00::1", "n1", []string{"eth0"}, "a/web"),
 		ann("fd00::2", "n1", nil, "a/split"),
+		ann("fd00::4", "n1", nil, "a/dflt"),
+		ann("fd00::5", "n1", nil, "a/mixed"),
 	}
-	got := statusByService(all, "n1")
-	want := map[string]*desiredStatus{
-		"a/web":    {namespace: "a", name: "web", addrs: []string{"10.0.0.1", "fd00::1"}, ifaces: []string{"eth0", "eth1"}},
-		"b/shared": {namespace: "b", name: "shared", addrs: []string{"10.0.0.1"}, ifaces: []string{"eth1"}},
-		"a/other":  {namespace: "a", name: "other", addrs: []string{"10.0.0.3"}, ifaces: []string{"eth0", "eth1"}},
-		// a/split: its lowest address is on n2, which writes the object.
+	st := func(key string, addrs, ifs []string) *desiredStatus {
+		ns, name, _ := strings.Cut(key, "/")
+		return &desiredStatus{namespace: ns, name: name, addrs: addrs, ifaces: ifs}
 	}
-	if !reflect.DeepEqual(got, want) {
-		for k, v := range got {
-			t.Logf("%s: %+v", k, *v)
+	n1 := func(dflt, mixed []string) map[string]*desiredStatus {
+		return map[string]*desiredStatus{
+			"a/web":    st("a/web", []string{"10.0.0.1", "fd00::1"}, []string{"eth0", "eth1"}),
+			"b/shared": st("b/shared", []string{"10.0.0.1"}, []string{"eth1"}),
+			"a/other":  st("a/other", []string{"10.0.0.3"}, []string{"eth0", "eth1"}),
+			"a/dflt":   st("a/dflt", []string{"10.0.0.4", "fd00::4"}, dflt),
+			"a/mixed":  st("a/mixed", []string{"10.0.0.5", "fd00::5"}, mixed),
+			// a/split: its lowest address is on n2, which writes the object.
 		}
-		t.Errorf("n1: wrong grouping")
 	}
-	got = statusByService(all, "n2")
-	if len(got) != 1 || got["a/split"] == nil || got["a/split"].ifaces != nil || !got["a/split"].allIfaces ||
-		!reflect.DeepEqual(got["a/split"].addrs, []string{"10.0.0.2"}) {
-		t.Errorf("n2: %+v", got["a/split"])
+	tests := []struct {
+		name string
+		node string
+		def  []string // the announcer's default set (sorted)
+		want map[string]*desiredStatus
+	}{
+		{name: "default set resolved; explicit and default merged, sorted",
+			node: "n1", def: []string{"br0", "eth0"},
+			want: n1([]string{"br0", "eth0"}, []string{"br0", "eth0", "eth9"})},
+		{name: "the default set changed",
+			node: "n1", def: []string{"bond0"},
+			want: n1([]string{"bond0"}, []string{"bond0", "eth9"})},
+		{name: "no eligible interface: none listed for the default",
+			node: "n1", def: nil,
+			want: n1(nil, []string{"eth9"})},
+		{name: "default overlapping explicit names listed once",
+			node: "n1", def: []string{"eth9"},
+			want: n1([]string{"eth9"}, []string{"eth9"})},
+		{name: "the node of the lowest address writes",
+			node: "n2", def: []string{"eth0", "eth3"},
+			want: map[string]*desiredStatus{"a/split": st("a/split", []string{"10.0.0.2"}, []string{"eth0", "eth3"})}},
+		{name: "a node announcing nothing", node: "n3", def: []string{"eth0"}, want: map[string]*desiredStatus{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			def := slices.Clone(tt.def)
+			got := statusByService(all, tt.node, def)
+			if !reflect.DeepEqual(got, tt.want) {
+				for k, v := range got {
+					t.Logf("got  %s: %+v", k, *v)
+				}
+				for k, v := range tt.want {
+					t.Logf("want %s: %+v", k, *v)
+				}
+				t.Errorf("wrong grouping")
+			}
+			if !slices.Equal(def, tt.def) {
+				t.Errorf("statusByService changed the default set to %q", def)
+			}
+		})
 	}
 }
 
@@ -51,15 +93,24 @@ func TestStatusName(t *testing.T) {
 }
 
 // recording is a minimal Announcer for unit tests.
-type recording struct{ stats map[string]L2Counters }
+type recording struct {
+	stats map[string]L2Counters
+	def   []string
+}
 
 func (r *recording) SetL2(map[netip.Addr][]string) error { return nil }
+func (r *recording) DefaultInterfaces() []string         { return r.def }
+func (r *recording) DefaultChanged() <-chan struct{}     { return nil }
 func (r *recording) L2Stats() map[string]L2Counters      { return r.stats }
 func (r *recording) Reannounce()                         {}
 func (r *recording) Close() error                        { return nil }
 
 func TestL2Collector(t *testing.T) {
-	r := &recording{stats: map[string]L2Counters{"eth0": {Answered: 3, Gratuitous: 2}, "eth1": {Answered: 1}}}
+	r := &recording{stats: map[string]L2Counters{"eth0": {Answered: 3, Gratuitous: 2}, "eth1": {Answered: 1}},
+		def: []string{"br0", "eth0", "eth1"}}
+	if v := testutil.ToFloat64(l2Interfaces(r)); v != 3 {
+		t.Errorf("herald_l2_interfaces = %v, want 3", v)
+	}
 	c := &l2Collector{ann: r,
 		answered:   prometheus.NewDesc("herald_l2_requests_answered_total", "h", []string{"interface"}, nil),
 		gratuitous: prometheus.NewDesc("herald_l2_gratuitous_sent_total", "h", []string{"interface"}, nil),

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/herald-lb/herald/announce/internal/l2"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +49,10 @@ type Counters struct {
 type Stats map[string]Counters
 
 // Responder answers ARP for a desired set of addresses.
-type Responder struct{ e *l2.Engine }
+type Responder struct {
+	e    *l2.Engine
+	host *l2.Host // opened by NewAt: closed by Close
+}
 
 // New starts a responder with nothing to answer for.
 func New(o Options) *Responder {
@@ -73,12 +77,32 @@ func New(o Options) *Responder {
 // backoff. Invalid entries are skipped and reported in the error.
 func (r *Responder) Set(desired map[netip.Addr][]string) error { return r.e.Set(desired) }
 
-// Close stops answering and releases the sockets.
 // Reannounce sends a new round of gratuitous ARP for every address answered
 // now (see l2.Engine.Reannounce).
 func (r *Responder) Reannounce() { r.e.Reannounce() }
 
-func (r *Responder) Close() error { return r.e.Close() }
+// Close stops answering and releases the sockets.
+func (r *Responder) Close() error {
+	err := r.e.Close()
+	if r.host != nil {
+		r.host.NL.Close()
+	}
+	return err
+}
+
+// NewAt starts a responder that works in the network namespace ns instead
+// of the process's (tests, and agents that run in a namespace of their
+// own). ns stays owned by the caller and must stay open until Close.
+func NewAt(ns netns.NsHandle, o Options) (*Responder, error) {
+	h, err := l2.HostAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in namespace: %w", err)
+	}
+	o.host = h
+	r := New(o)
+	r.host = h
+	return r, nil
+}
 
 // Stats returns cumulative counters per interface.
 func (r *Responder) Stats() Stats {

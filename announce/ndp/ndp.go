@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/herald-lb/herald/announce/internal/l2"
+	"github.com/vishvananda/netns"
 )
 
 // Options configure a Responder.
@@ -50,7 +51,10 @@ type Counters struct {
 type Stats map[string]Counters
 
 // Responder answers neighbour solicitations for a desired set of addresses.
-type Responder struct{ e *l2.Engine }
+type Responder struct {
+	e    *l2.Engine
+	host *l2.Host // opened by NewAt: closed by Close
+}
 
 // New starts a responder with nothing to answer for. It removes the local
 // routes a previous run may have left (see RouteProtocol).
@@ -78,12 +82,32 @@ func New(o Options) *Responder {
 // error.
 func (r *Responder) Set(desired map[netip.Addr][]string) error { return r.e.Set(desired) }
 
-// Close stops answering, releases the sockets and removes the local routes.
-// Reannounce sends a new round of unsolicited neighbour advertisements for every address answered
-// now (see l2.Engine.Reannounce).
+// Reannounce sends a new round of unsolicited neighbour advertisements
+// for every address answered now (see l2.Engine.Reannounce).
 func (r *Responder) Reannounce() { r.e.Reannounce() }
 
-func (r *Responder) Close() error { return r.e.Close() }
+// Close stops answering, releases the sockets and removes the local routes.
+func (r *Responder) Close() error {
+	err := r.e.Close()
+	if r.host != nil {
+		r.host.NL.Close()
+	}
+	return err
+}
+
+// NewAt starts a responder that works in the network namespace ns instead
+// of the process's (tests, and agents that run in a namespace of their
+// own). ns stays owned by the caller and must stay open until Close.
+func NewAt(ns netns.NsHandle, o Options) (*Responder, error) {
+	h, err := l2.HostAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in namespace: %w", err)
+	}
+	o.host = h
+	r := New(o)
+	r.host = h
+	return r, nil
+}
 
 // Stats returns cumulative counters per interface.
 func (r *Responder) Stats() Stats {

@@ -1,7 +1,8 @@
 // Package netif chooses the interfaces the layer-2 responders answer on.
 //
 // The core is Eligible, a pure function over interface descriptors; List is
-// the thin reader that builds those descriptors from the kernel (netlink).
+// the thin reader that builds those descriptors from the kernel (netlink),
+// and FollowLinks says when to read them again (rtnetlink link events).
 package netif
 
 import (

@@ -38,8 +38,10 @@ type ServiceL2StatusStatus struct {
 	// Node is the node that answers ARP/NDP for the Service's addresses.
 	// +optional
 	Node string `json:"node,omitempty"`
-	// Interfaces are the interfaces it answers on; empty means every
-	// eligible interface of the node.
+	// Interfaces are the interfaces it answers on, sorted: those the
+	// L2Advertisement names, or, when it names none, the node's eligible
+	// interfaces as they are now (kept current when interfaces come, go
+	// or change); empty when none is eligible.
 	// +optional
 	Interfaces []string `json:"interfaces,omitempty"`
 	// Addresses are the Service's addresses the node announces.

@@ -222,7 +222,9 @@ type L2AdvertisementSpec struct {
 	// +optional
 	NodeSelectors []metav1.LabelSelector `json:"nodeSelectors,omitempty"`
 	// Interfaces limit the interfaces answering ARP/NDP; empty means every
-	// interface with a route to the address's network.
+	// eligible interface of the node: up, ARP-capable, not a bridge port or
+	// bond slave, not a tunnel or container interface, not excluded by the
+	// speaker's --l2-exclude-interfaces.
 	// +optional
 	Interfaces []string `json:"interfaces,omitempty"`
 }

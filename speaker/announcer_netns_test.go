@@ -1,0 +1,232 @@
+package speaker
+
+import (
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-lb/herald/internal/netnstest"
+)
+
+// The tests below run the real L2Announcer in a network namespace (root
+// only) and check it from the outside with arping, an ARP client that
+// shares no code with Herald, and with the kernel's own IPv6 neighbour
+// resolution. Namespaces are named hlt-hi-<pid>-*.
+
+var (
+	lb4 = netip.MustParseAddr("192.0.2.50")
+	lb6 = netip.MustParseAddr("2001:db8::50")
+)
+
+// How long the announcer may take to follow a link change (100 ms debounce,
+// on a loaded 2-core machine), and how many consecutive probes must agree
+// before an answer is taken as settled.
+const (
+	followWithin = 5 * time.Second
+	stableProbes = 3
+)
+
+func needArping(t *testing.T) {
+	t.Helper()
+	out, _ := exec.Command("arping", "--help").CombinedOutput()
+	if strings.Contains(string(out), "Habets") {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("this test needs arping (Debian package arping, by Thomas Habets)")
+	}
+	t.Skip("skipping: needs arping (Debian package arping, by Thomas Habets)")
+}
+
+func startAnnouncer(t *testing.T, ns *netnstest.NS) *L2Announcer {
+	t.Helper()
+	var log *slog.Logger
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	} else {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a, err := newL2AnnouncerAt(log, nil, ns.Handle(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	return a
+}
+
+// answers sends one ARP request for target from ifname in ns and returns
+// the MACs that answered within 300 ms, sorted and unique.
+func answers(t *testing.T, ns *netnstest.NS, ifname string, target netip.Addr) []string {
+	t.Helper()
+	out, err := ns.Exec("arping", "-i", ifname, "-c", "1", "-W", "0.3", "-r", target.String())
+	var macs []string
+	for _, l := range strings.Fields(out) {
+		if strings.Count(l, ":") == 5 {
+			macs = append(macs, strings.ToLower(l))
+		}
+	}
+	if err != nil && len(macs) > 0 {
+		t.Fatalf("arping: %v: %s", err, out)
+	}
+	slices.Sort(macs)
+	return slices.Compact(macs)
+}
+
+// waitAnswers probes until exactly the MACs in want answer for target
+// (none for an empty want) in stableProbes consecutive probes, within
+// followWithin, and returns how long it took until the first of those.
+func waitAnswers(t *testing.T, ns *netnstest.NS, ifname string, target netip.Addr, want ...string) time.Duration {
+	t.Helper()
+	slices.Sort(want)
+	start := time.Now()
+	var took time.Duration
+	agree := 0
+	for agree < stableProbes {
+		probe := time.Since(start)
+		got := answers(t, ns, ifname, target)
+		if !slices.Equal(got, want) {
+			agree = 0
+			if time.Since(start) > followWithin {
+				t.Fatalf("ARP for %s from %s: answered by %q, want %q (after %v)", target, ns.Name, got, want, followWithin)
+			}
+			continue
+		}
+		if agree == 0 {
+			took = probe
+		}
+		agree++
+	}
+	return took
+}
+
+// waitDefault waits until the announcer's default set is want.
+func waitDefault(t *testing.T, a *L2Announcer, want ...string) {
+	t.Helper()
+	if !netnstest.Eventually(followWithin, func() bool { return slices.Equal(a.DefaultInterfaces(), want) }) {
+		t.Fatalf("default interfaces %q, want %q", a.DefaultInterfaces(), want)
+	}
+}
+
+// notified waits for a change notification.
+func notified(t *testing.T, a *L2Announcer) {
+	t.Helper()
+	select {
+	case <-a.DefaultChanged():
+	case <-time.After(followWithin):
+		t.Fatal("no DefaultChanged notification")
+	}
+}
+
+// drain empties the notification channel.
+func drain(a *L2Announcer) {
+	select {
+	case <-a.DefaultChanged():
+	default:
+	}
+}
+
+// peer adds a veth from ifname in node to eth0 in a new namespace, and
+// returns that namespace. For ARP the peer is on the LAN's IPv4 subnet; for
+// NDP it has a subnet of its own with the node (the node must route its
+// answer to the peer's address back through ifname) and reaches the IPv6
+// load balancer address on-link.
+func peer(lab *netnstest.Lab, node *netnstest.NS, ifname, nsName string) *netnstest.NS {
+	p := lab.NS(nsName)
+	netnstest.Veth(node, ifname, p, "eth0", "")
+	p.IP("addr", "add", "192.0.2.200/24", "dev", "eth0")
+	node.IP("-6", "addr", "add", "2001:db8:1::1/64", "dev", ifname)
+	p.IP("-6", "addr", "add", "2001:db8:1::200/64", "dev", "eth0")
+	p.IP("-6", "route", "add", lb6.String()+"/128", "dev", "eth0")
+	return p
+}
+
+// TestDefaultSetGainsNewInterface: addresses announced on the default set
+// are answered on an interface that appears after SetL2, with no other
+// call, over ARP and NDP.
+func TestDefaultSetGainsNewInterface(t *testing.T) {
+	lab := netnstest.New(t, "hi")
+	needArping(t)
+	lan := netnstest.NewLAN(lab, 1)
+	node := lan.Nodes[0]
+	a := startAnnouncer(t, node)
+	waitDefault(t, a, "eth0")
+	if err := a.SetL2(map[netip.Addr][]string{lb4: nil, lb6: nil}); err != nil {
+		t.Fatal(err)
+	}
+	waitAnswers(t, lan.Client, "eth0", lb4, node.MAC("eth0").String())
+	drain(a)
+
+	p := peer(lab, node, "eth1", "p")
+	took := waitAnswers(t, p, "eth0", lb4, node.MAC("eth1").String())
+	t.Logf("ARP answered on the new interface %v after it was up (probes take 350 ms)", took.Round(time.Millisecond))
+	waitDefault(t, a, "eth0", "eth1")
+	notified(t, a)
+
+	// NDP: the peer's kernel resolves the address to the new interface.
+	h, idx := p.Netlink(), p.Index("eth0")
+	ok := netnstest.Eventually(followWithin, func() bool {
+		if err := p.SendUDP(netip.AddrPortFrom(lb6, 9)); err != nil {
+			t.Fatal(err)
+		}
+		_, ok := netnstest.WaitNeigh(h, idx, lb6, node.MAC("eth1"), 500*time.Millisecond)
+		return ok
+	})
+	if !ok {
+		mac, state := netnstest.Neigh(h, idx, lb6)
+		t.Fatalf("peer's neighbour entry for %s = %s %s, want %s", lb6, mac, state, node.MAC("eth1"))
+	}
+	// The LAN is still answered.
+	waitAnswers(t, lan.Client, "eth0", lb4, node.MAC("eth0").String())
+
+	// Closed: nothing answered, nothing accepted, a second Close is harmless.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitAnswers(t, lan.Client, "eth0", lb4)
+	if err := a.SetL2(map[netip.Addr][]string{lb4: nil}); err == nil {
+		t.Error("SetL2 after Close succeeded")
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestDefaultSetDropsEnslavedAndDownInterfaces: an interface enslaved to a
+// bridge stops answering and its bridge answers instead (with the bridge's
+// MAC); an interface set down leaves the default set.
+func TestDefaultSetDropsEnslavedAndDownInterfaces(t *testing.T) {
+	lab := netnstest.New(t, "hi")
+	needArping(t)
+	lan := netnstest.NewLAN(lab, 1)
+	node := lan.Nodes[0]
+	p := peer(lab, node, "eth1", "p")
+	a := startAnnouncer(t, node)
+	waitDefault(t, a, "eth0", "eth1")
+	if err := a.SetL2(map[netip.Addr][]string{lb4: nil}); err != nil {
+		t.Fatal(err)
+	}
+	waitAnswers(t, p, "eth0", lb4, node.MAC("eth1").String())
+	drain(a)
+
+	const brMAC = "02:00:5e:00:0b:01" // set, so that it is not eth1's
+	node.IP("link", "add", "br1", "type", "bridge", "forward_delay", "0")
+	node.IP("link", "set", "br1", "address", brMAC)
+	node.IP("link", "set", "br1", "up")
+	node.IP("link", "set", "eth1", "master", "br1")
+	took := waitAnswers(t, p, "eth0", lb4, brMAC)
+	t.Logf("ARP answered by the bridge %v after its port was enslaved (probes take 350 ms)", took.Round(time.Millisecond))
+	waitDefault(t, a, "br1", "eth0")
+	notified(t, a)
+
+	drain(a)
+	node.IP("link", "set", "eth0", "down")
+	waitDefault(t, a, "br1")
+	notified(t, a)
+	waitAnswers(t, lan.Client, "eth0", lb4) // nobody
+	waitAnswers(t, p, "eth0", lb4, brMAC)   // the bridge still does
+}
