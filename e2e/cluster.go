@@ -153,6 +153,10 @@ type StreamReport struct {
 	MaxGap time.Duration
 	// Backends counts answers by "pod|node" of the echo backend that sent them.
 	Backends map[string]int
+	// FirstAnswer is the time from the first datagram sent to the first answer.
+	FirstAnswer time.Duration
+	// Unanswered are the sequence numbers (0 is the first datagram) that got no answer.
+	Unanswered []int
 }
 
 // Announcer is implemented by clusters that can announce prefixes over BGP from nodes without Herald (the lab

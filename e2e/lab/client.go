@@ -147,6 +147,8 @@ func (c *client) StreamUDP(ctx context.Context, to netip.AddrPort, interval time
 	defer conn.Close()
 	var (
 		mu       sync.Mutex
+		start    = time.Now()
+		answered = map[int]bool{}
 		last     time.Time
 		received int
 		maxGap   time.Duration
@@ -166,10 +168,15 @@ func (c *client) StreamUDP(ctx context.Context, to netip.AddrPort, interval time
 			now := time.Now()
 			// "<seq>|<pod>|<node>"
 			parts := strings.SplitN(string(buf[:n]), "|", 2)
-			if _, err := strconv.Atoi(parts[0]); err != nil || len(parts) != 2 {
+			seq, err := strconv.Atoi(parts[0])
+			if err != nil || len(parts) != 2 {
 				continue
 			}
 			mu.Lock()
+			if last.IsZero() {
+				rep.FirstAnswer = now.Sub(start)
+			}
+			answered[seq] = true
 			if !last.IsZero() && now.Sub(last) > maxGap {
 				maxGap = now.Sub(last)
 			}
@@ -198,6 +205,11 @@ loop:
 	mu.Lock()
 	defer mu.Unlock()
 	rep.Sent, rep.Received, rep.MaxGap = seq, received, maxGap
+	for i := 0; i < seq; i++ {
+		if !answered[i] {
+			rep.Unanswered = append(rep.Unanswered, i)
+		}
+	}
 	return rep, nil
 }
 
