@@ -26,7 +26,7 @@ SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/lib_test.sh e2e/
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration bench-controller bench-failover e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration bench-controller bench-failover bench-nud soak-members e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -50,15 +50,37 @@ integration: kube-bin
 bench-controller: kube-bin
 	$(GO) test -tags integration -count=1 -timeout 20m -run '^TestLoad(Burst)?$$' -v ./controller/ | grep -E 'LOAD|^(ok|FAIL|---)'
 
-## bench-failover: layer 2 failover in the lab, FAILOVER_RUNS times (default 20) in one lab: the longest gap in a
-## UDP stream from the lan client (every 10 ms) for a killed speaker, a cut link and a graceful stop; p50/p99/max
+## bench-failover: layer 2 failover in the lab, FAILOVER_RUNS rounds (default 20) per memberlist profile in
+## FAILOVER_PROFILES (default: fast default): the longest gap in a UDP stream from the lan client (every 10 ms) for a
+## killed speaker, a cut link and a graceful stop; p50/p99/max per profile and case
 FAILOVER_RUNS ?= 20
+FAILOVER_PROFILES ?= fast default
+FAILOVER_LOG ?= $${TMPDIR:-/tmp}/herald-bench-failover.log
 bench-failover:
 	./e2e/lab/install.sh apt k8s etcd
-	$(GO) test -tags e2e -count=$(FAILOVER_RUNS) -timeout 90m -run '^TestL2SpeakerAnswersAndFailsOver$$' -v ./e2e/ \
-	  > "$${TMPDIR:-/tmp}/herald-bench-failover.log" || { tail -50 "$${TMPDIR:-/tmp}/herald-bench-failover.log"; exit 1; }
-	grep -E 'FAILOVER' "$${TMPDIR:-/tmp}/herald-bench-failover.log"
-	./e2e/lab/failover-summary.sh "$${TMPDIR:-/tmp}/herald-bench-failover.log"
+	: > "$(FAILOVER_LOG)"
+	for p in $(FAILOVER_PROFILES); do \
+	  LAB_MEMBERLIST_PROFILE=$$p HERALD_E2E_FAILOVER_RUNS=$(FAILOVER_RUNS) $(GO) test -tags e2e -count=1 -timeout 120m \
+	    -run '^TestL2SpeakerAnswersAndFailsOver$$' -v ./e2e/ >> "$(FAILOVER_LOG)" 2>&1 || { tail -50 "$(FAILOVER_LOG)"; exit 1; }; \
+	done
+	grep -E 'FAILOVER' "$(FAILOVER_LOG)"
+	./e2e/lab/failover-summary.sh "$(FAILOVER_LOG)"
+
+## bench-nud: the lan client's neighbour entries under unreachability detection, NUD_SECONDS (default 180) of
+## one-way UDP to an IPv4 and an IPv6 L2 address: no FAILED entry and no datagram lost
+NUD_SECONDS ?= 180
+bench-nud:
+	./e2e/lab/install.sh apt k8s etcd
+	HERALD_E2E_NUD_SECONDS=$(NUD_SECONDS) $(GO) test -tags e2e -count=1 -timeout 60m \
+	  -run '^TestL2NeighbourSurvivesUnreachabilityDetection$$' -v ./e2e/ | grep -E 'NUD|^(ok|FAIL|---)|l2_nud_test'
+
+## soak-members: SOAK_SECONDS (default 600) of an idle lab with the speakers (LAB_MEMBERLIST_PROFILE, default
+## fast): no speaker may declare another dead
+SOAK_SECONDS ?= 600
+soak-members:
+	./e2e/lab/install.sh apt k8s etcd
+	HERALD_E2E_SOAK_SECONDS=$(SOAK_SECONDS) $(GO) test -tags e2e -count=1 -timeout 60m \
+	  -run '^TestMemberlistIdleHasNoFalsePositives$$' -v ./e2e/ | grep -E 'SOAK|^(ok|FAIL|---)|members_soak_test'
 
 ## demo: bring up the local lab (installs and builds what is missing) and show a LoadBalancer Service answering
 demo:

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -95,7 +96,7 @@ func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
 	if cluster.Images().Herald == "" {
 		t.Fatal("no Herald image in the cluster (the lab could not build ./cmd/herald)")
 	}
-	ctx := testContext(t, 8*time.Minute)
+	ctx := testContext(t, 8*time.Minute+time.Duration(failoverRuns(t))*90*time.Second)
 	t.Setenv("LAB_SPEAKER", "1")
 	if err := lab.Run(ctx, os.Stdout, "herald-up"); err != nil {
 		t.Fatalf("installing the controller and the speakers: %v", err)
@@ -196,7 +197,39 @@ func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
 	}
 	t.Logf("L2: %s and %s announced from %s, as ServiceL2Status says", v4, v6, owner)
 
-	// Three failovers, each measured as the longest gap in a UDP stream from the lan client.
+	// Three failovers, each measured as the longest gap in a UDP stream from the lan client, runs times.
+	runs := failoverRuns(t)
+	for i := range runs {
+		t.Logf("failover round %d of %d (memberlist profile %s)", i+1, runs, memberlistProfile())
+		failoverRound(t, ctx, c, ns, v4)
+	}
+}
+
+// failoverRuns is the number of failover rounds: HERALD_E2E_FAILOVER_RUNS, default 3 (make e2e); make
+// bench-failover sets FAILOVER_RUNS (default 20).
+func failoverRuns(t *testing.T) int {
+	s := os.Getenv("HERALD_E2E_FAILOVER_RUNS")
+	if s == "" {
+		return 3
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("HERALD_E2E_FAILOVER_RUNS=%q: want a positive number", s)
+	}
+	return n
+}
+
+// memberlistProfile is the profile the lab runs the speakers with (LAB_MEMBERLIST_PROFILE, default fast).
+func memberlistProfile() string {
+	if p := os.Getenv("LAB_MEMBERLIST_PROFILE"); p != "" {
+		return p
+	}
+	return "fast"
+}
+
+// failoverRound runs the three failover cases once.
+func failoverRound(t *testing.T, ctx context.Context, c client.Client, ns string, v4 netip.Addr) {
+	t.Helper()
 	failover(t, ctx, c, ns, v4, "kill -9 of the speaker on", func(node string) error {
 		// The node keeps forwarding; only its speaker is gone. Its kubelet restarts it, sometimes before
 		// memberlist declares it dead (~0.5 s): then it rejoins under its name and keeps the address.
@@ -296,8 +329,8 @@ func failover(t *testing.T, ctx context.Context, c client.Client, ns string, add
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
-	t.Logf("FAILOVER %s %s: %s took over; UDP every 10 ms: sent %d, answered %d, longest gap %v",
-		what, node, next, res.rep.Sent, res.rep.Received, res.rep.MaxGap.Round(time.Millisecond))
+	t.Logf("FAILOVER [%s] %s %s: %s took over; UDP every 10 ms: sent %d, answered %d, longest gap %v",
+		memberlistProfile(), what, node, next, res.rep.Sent, res.rep.Received, res.rep.MaxGap.Round(time.Millisecond))
 	recovered(t, ctx, addr)
 	if repair != nil {
 		if err := repair(node); err != nil {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# failover-summary.sh LOG: the p50, p99 and max of the longest gap per failover case, from the FAILOVER lines
+# failover-summary.sh LOG: the p50, p99 and max of the longest gap per memberlist profile and failover case, from the FAILOVER lines
 # that TestL2SpeakerAnswersAndFailsOver logs (make bench-failover).
 set -euo pipefail
 log=${1:?usage: failover-summary.sh LOG}
@@ -8,6 +8,10 @@ awk '/FAILOVER/ {
 	if ($0 ~ /kill -9/) c = "(a) kill -9 of the announcing speaker"
 	else if ($0 ~ /link of/) c = "(b) link of the announcing node cut"
 	else if ($0 ~ /graceful stop/) c = "(c) graceful stop (speaker Pod deleted)"
+	# The memberlist profile, "[fast]" in the line (lines without one are from before profiles were logged).
+	p = "fast"
+	if (match($0, /FAILOVER \[[a-z]+\]/)) p = substr($0, RSTART + 10, RLENGTH - 11)
+	c = p ": " c
 	v = $0
 	sub(/.*longest gap /, "", v)
 	ms = v + 0
@@ -24,7 +28,7 @@ function rank(p,   r, i) {
 	return g[i - 1]
 }
 function flush() {
-	if (n > 0) printf "%-42s runs %3d  p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms\n", cur, n, rank(0.5), rank(0.99), g[n - 1]
+	if (n > 0) printf "%-51s runs %3d  p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms\n", cur, n, rank(0.5), rank(0.99), g[n - 1]
 }
 $1 != cur { flush(); cur = $1; n = 0 }
 { g[n++] = $2 }
