@@ -1,0 +1,485 @@
+package bgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/server"
+)
+
+// Options configure a Manager.
+type Options struct {
+	// Logger receives the manager's records and GoBGP's (prefixed
+	// "gobgp: "); nil discards them.
+	Logger *slog.Logger
+	// WithdrawFlush is how long a session that is torn down waits between
+	// withdrawing its routes and sending the Cease NOTIFICATION, so the
+	// UPDATE leaves before the session closes; default 50ms.
+	WithdrawFlush time.Duration
+}
+
+// PeerStatus is the observable state of one session.
+type PeerStatus struct {
+	Peer netip.Addr
+	// State is the BGP FSM state: "idle", "connect", "active", "opensent",
+	// "openconfirm" or "established".
+	State       string
+	Established bool
+	// Since is when the session last became established (zero while it has
+	// not); the uptime is time.Since(Since) while Established.
+	Since time.Time
+	// LastError is the latest reason the session went down or could not
+	// come up (a NOTIFICATION, a refused or timed-out connection), and
+	// LastErrorAt when it was seen. It is kept after the session recovers.
+	LastError   string
+	LastErrorAt time.Time
+	// Removed is set in the last event of a peer that was removed.
+	Removed bool
+}
+
+// Manager owns one GoBGP server per peer and converges them to the desired
+// state given to Set. Its methods are safe for concurrent use.
+type Manager struct {
+	log   *slog.Logger
+	flush time.Duration
+
+	mu       sync.Mutex // serializes Set and Close
+	global   Global
+	sessions map[netip.Addr]*session
+	pool     []*gserver // stopped servers, reused (GoBGP's Serve never returns)
+	closed   bool
+
+	smu        sync.Mutex // status and subscribers; never held across GoBGP calls
+	status     map[netip.Addr]*peerState
+	subs       map[chan PeerStatus]struct{}
+	subsClosed bool
+}
+
+type gserver struct {
+	srv *server.BgpServer
+	log *gobgpLogger
+}
+
+type session struct {
+	g      Global
+	peer   Peer // normalized, as applied
+	gs     *gserver
+	cancel context.CancelFunc // the WatchEvent subscription
+}
+
+type peerState struct {
+	owner *session
+	st    PeerStatus
+}
+
+// New returns a manager with no sessions.
+func New(o Options) *Manager {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if o.WithdrawFlush == 0 {
+		o.WithdrawFlush = 50 * time.Millisecond
+	}
+	return &Manager{
+		log: log.With("component", "bgp"), flush: o.WithdrawFlush,
+		sessions: map[netip.Addr]*session{},
+		status:   map[netip.Addr]*peerState{},
+		subs:     map[chan PeerStatus]struct{}{},
+	}
+}
+
+// Set converges to d. A d that does not validate is refused and nothing
+// changes. Otherwise every peer is handled on its own: a peer that fails is
+// left without a session (and reported in the joined error); the next Set
+// tries it again from scratch.
+func (m *Manager) Set(ctx context.Context, d Desired) error {
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("bgp: desired state refused, nothing changed: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errors.New("bgp: manager is closed")
+	}
+	next := normalize(d)
+	plan := Diff(m.current(), next)
+	nextPeers := map[netip.Addr]*Peer{}
+	for i := range next.Peers {
+		nextPeers[next.Peers[i].Address] = &next.Peers[i]
+	}
+	recreate := map[netip.Addr]bool{}
+	for _, a := range plan.Recreate {
+		recreate[a] = true
+	}
+
+	var errs []error
+	fail := func(a netip.Addr, err error) {
+		errs = append(errs, fmt.Errorf("bgp peer %v: %w", a, err))
+		if _, ok := m.sessions[a]; ok {
+			m.teardown(ctx, a)
+		}
+	}
+	for _, a := range plan.Remove {
+		if !recreate[a] {
+			m.log.Info("removing peer", "peer", a)
+			m.teardown(ctx, a)
+		}
+	}
+	for i := range plan.Add {
+		p := &plan.Add[i]
+		m.noteIgnoredLocalPref(next.Global, p)
+		var err error
+		if recreate[p.Address] {
+			m.log.Info("re-creating peer: a session setting changed", "peer", p.Address)
+			err = m.recreate(ctx, next.Global, p)
+		} else {
+			m.log.Info("adding peer", "peer", p.Address, "asn", p.ASN, "routes", len(p.Advertisements))
+			err = m.start(ctx, next.Global, p)
+		}
+		if err != nil {
+			fail(p.Address, err)
+		}
+	}
+	for _, u := range plan.Update {
+		s := m.sessions[u.Peer]
+		m.noteIgnoredLocalPref(next.Global, nextPeers[u.Peer])
+		m.log.Debug("updating routes", "peer", u.Peer, "add", len(u.Add), "update", len(u.Update), "withdraw", len(u.Withdraw))
+		if err := applyRoutes(ctx, s.gs.srv, u); err != nil {
+			fail(u.Peer, err)
+		}
+	}
+	for a, s := range m.sessions {
+		s.g, s.peer = next.Global, *nextPeers[a]
+	}
+	m.global = next.Global
+	return errors.Join(errs...)
+}
+
+// current is the applied state.
+func (m *Manager) current() Desired {
+	d := Desired{Global: m.global}
+	for _, s := range m.sessions {
+		d.Peers = append(d.Peers, s.peer)
+	}
+	return d
+}
+
+func (m *Manager) noteIgnoredLocalPref(g Global, p *Peer) {
+	if p.IBGP(g) {
+		return
+	}
+	n := 0
+	for _, a := range p.Advertisements {
+		if a.LocalPref != 0 {
+			n++
+		}
+	}
+	if n > 0 {
+		m.log.Info("localPref ignored: eBGP session (LOCAL_PREF is only sent to iBGP peers)", "peer", p.Address, "prefixes", n)
+	}
+}
+
+// applyRoutes announces (AddPath replaces a route in place) and withdraws.
+func applyRoutes(ctx context.Context, srv *server.BgpServer, u PeerRoutes) error {
+	for _, rs := range [][]Route{u.Add, u.Update} {
+		for i := range rs {
+			if _, err := srv.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: apiPath(&rs[i])}); err != nil {
+				return fmt.Errorf("advertising %v: %w", rs[i].Prefix, err)
+			}
+		}
+	}
+	for _, pfx := range u.Withdraw {
+		r := Route{Prefix: pfx, NextHop: netip.IPv4Unspecified()}
+		if pfx.Addr().Is6() {
+			r.NextHop = netip.IPv6Unspecified()
+		}
+		if err := srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: family(&r), Path: apiPath(&r)}); err != nil {
+			return fmt.Errorf("withdrawing %v: %w", pfx, err)
+		}
+	}
+	return nil
+}
+
+// serverEqual reports whether a session can keep its GoBGP server: the
+// settings of the server itself (not of the neighbour) are the same.
+func serverEqual(ga Global, a *Peer, gb Global, b *Peer) bool {
+	return ga.RouterID == gb.RouterID && a.localASN(ga) == b.localASN(gb) && ga.ListenPort == gb.ListenPort &&
+		(ga.ListenPort == 0 || a.SourceAddress == b.SourceAddress)
+}
+
+func (m *Manager) server() *gserver {
+	if n := len(m.pool); n > 0 {
+		gs := m.pool[n-1]
+		m.pool = m.pool[:n-1]
+		return gs
+	}
+	gl := &gobgpLogger{log: m.log}
+	srv := server.NewBgpServer(server.LoggerOption(gl))
+	go srv.Serve()
+	return &gserver{srv: srv, log: gl}
+}
+
+// start creates the session for p on a fresh (or pooled) server.
+func (m *Manager) start(ctx context.Context, g Global, p *Peer) error {
+	gs := m.server()
+	gl := &api.Global{Asn: p.localASN(g), RouterId: g.RouterID.String(), ListenPort: -1}
+	if g.ListenPort != 0 {
+		gl.ListenPort = int32(g.ListenPort)
+		if p.SourceAddress.IsValid() {
+			gl.ListenAddresses = []string{p.SourceAddress.String()}
+		}
+	}
+	if err := gs.srv.StartBgp(ctx, &api.StartBgpRequest{Global: gl}); err != nil {
+		m.pool = append(m.pool, gs)
+		return fmt.Errorf("starting GoBGP: %w", err)
+	}
+	s := &session{g: g, peer: *p, gs: gs, cancel: func() {}}
+	m.sessions[p.Address] = s
+	m.setOwner(s)
+	gs.log.setOnError(func(e string) { m.onError(s, e) })
+	// Nothing the routers send is imported: no route of theirs can reach
+	// the RIB we advertise from.
+	if err := gs.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+		Name: "global", Direction: api.PolicyDirection_IMPORT, DefaultAction: api.RouteAction_REJECT,
+	}}); err != nil {
+		return fmt.Errorf("import policy: %w", err)
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if err := gs.srv.WatchEvent(wctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(r *api.WatchEventResponse) {
+		m.onEvent(s, r)
+	}); err != nil {
+		return fmt.Errorf("watching peer state: %w", err)
+	}
+	if err := applyRoutes(ctx, gs.srv, PeerRoutes{Add: routes(g, p)}); err != nil {
+		return err
+	}
+	if err := gs.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
+		return fmt.Errorf("adding neighbour: %w", err)
+	}
+	return nil
+}
+
+// recreate replaces p's session: on the same server (delete and add the
+// neighbour, routes diffed in the RIB) when only neighbour settings
+// changed, else on a new one.
+func (m *Manager) recreate(ctx context.Context, g Global, p *Peer) error {
+	s := m.sessions[p.Address]
+	if !serverEqual(s.g, &s.peer, g, p) {
+		m.teardown(ctx, p.Address)
+		return m.start(ctx, g, p)
+	}
+	if err := s.gs.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
+		return fmt.Errorf("deleting neighbour: %w", err)
+	}
+	m.resetState(s)
+	if err := applyRoutes(ctx, s.gs.srv, diffRoutes(routes(s.g, &s.peer), routes(g, p))); err != nil {
+		return err
+	}
+	s.g, s.peer = g, *p
+	if err := s.gs.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
+		return fmt.Errorf("adding neighbour: %w", err)
+	}
+	return nil
+}
+
+// teardown withdraws a's routes, closes its session with a Cease
+// NOTIFICATION and returns its server to the pool.
+func (m *Manager) teardown(ctx context.Context, a netip.Addr) {
+	s := m.sessions[a]
+	delete(m.sessions, a)
+	m.stop(ctx, s)
+	m.smu.Lock()
+	if ps := m.status[a]; ps != nil && ps.owner == s {
+		delete(m.status, a)
+		ps.st.Removed, ps.st.Established, ps.st.State = true, false, "idle"
+		m.publish(ps.st)
+	}
+	m.smu.Unlock()
+}
+
+func (m *Manager) stop(ctx context.Context, s *session) {
+	var ps []netip.Prefix
+	for _, r := range routes(s.g, &s.peer) {
+		ps = append(ps, r.Prefix)
+	}
+	if err := applyRoutes(ctx, s.gs.srv, PeerRoutes{Withdraw: ps}); err != nil {
+		m.log.Warn("withdrawing before stop", "peer", s.peer.Address, "err", err)
+	}
+	if len(ps) > 0 && m.established(s) {
+		time.Sleep(m.flush)
+	}
+	s.cancel()
+	s.gs.log.setOnError(nil)
+	if err := s.gs.srv.StopBgp(ctx, &api.StopBgpRequest{}); err != nil {
+		m.log.Warn("stopping GoBGP", "peer", s.peer.Address, "err", err)
+	}
+	m.pool = append(m.pool, s.gs)
+}
+
+func (m *Manager) established(s *session) bool {
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	ps := m.status[s.peer.Address]
+	return ps != nil && ps.owner == s && ps.st.Established
+}
+
+// Close withdraws every route, closes every session with a Cease
+// NOTIFICATION and ends the subscriptions. The manager cannot be used
+// again.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	var wg sync.WaitGroup
+	for a, s := range m.sessions {
+		// Withdraw everywhere first, in parallel: one flush pause in all.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ps []netip.Prefix
+			for _, r := range routes(s.g, &s.peer) {
+				ps = append(ps, r.Prefix)
+			}
+			if err := applyRoutes(ctx, s.gs.srv, PeerRoutes{Withdraw: ps}); err != nil {
+				m.log.Warn("withdrawing on close", "peer", a, "err", err)
+			}
+			s.peer.Advertisements = nil
+		}()
+	}
+	wg.Wait()
+	if len(m.sessions) > 0 {
+		time.Sleep(m.flush)
+	}
+	for a := range m.sessions {
+		m.teardown(ctx, a)
+	}
+	m.smu.Lock()
+	for c := range m.subs {
+		close(c)
+	}
+	m.subs = map[chan PeerStatus]struct{}{}
+	m.subsClosed = true
+	m.smu.Unlock()
+	return nil
+}
+
+// Peers returns the state of every configured session, by address.
+func (m *Manager) Peers() []PeerStatus {
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	out := make([]PeerStatus, 0, len(m.status))
+	for _, ps := range m.status {
+		out = append(out, ps.st)
+	}
+	slices.SortFunc(out, func(a, b PeerStatus) int { return a.Peer.Compare(b.Peer) })
+	return out
+}
+
+// Watch subscribes to state changes: every change of a session's state or
+// last error, and a final Removed event, is sent on the channel. A
+// subscriber that falls 64 events behind loses events (Peers stays
+// right). cancel ends the subscription and closes the channel; Close ends
+// them all.
+func (m *Manager) Watch() (events <-chan PeerStatus, cancel func()) {
+	c := make(chan PeerStatus, 64)
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	if m.subsClosed {
+		close(c)
+		return c, func() {}
+	}
+	m.subs[c] = struct{}{}
+	return c, func() {
+		m.smu.Lock()
+		defer m.smu.Unlock()
+		if _, ok := m.subs[c]; ok {
+			delete(m.subs, c)
+			close(c)
+		}
+	}
+}
+
+// publish sends st to every subscriber; m.smu is held.
+func (m *Manager) publish(st PeerStatus) {
+	for c := range m.subs {
+		select {
+		case c <- st:
+		default:
+			m.log.Warn("peer state subscriber is full; event dropped", "peer", st.Peer)
+		}
+	}
+}
+
+func (m *Manager) setOwner(s *session) {
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	ps := &peerState{owner: s, st: PeerStatus{Peer: s.peer.Address, State: "idle"}}
+	if old := m.status[s.peer.Address]; old != nil {
+		ps.st.LastError, ps.st.LastErrorAt = old.st.LastError, old.st.LastErrorAt
+	}
+	m.status[s.peer.Address] = ps
+	m.publish(ps.st)
+}
+
+// resetState marks s down after its neighbour was deleted on purpose.
+func (m *Manager) resetState(s *session) {
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	if ps := m.status[s.peer.Address]; ps != nil && ps.owner == s {
+		ps.st.State, ps.st.Established, ps.st.Since = "idle", false, time.Time{}
+		m.publish(ps.st)
+	}
+}
+
+func (m *Manager) onEvent(s *session, r *api.WatchEventResponse) {
+	pe := r.GetPeer()
+	if pe == nil || pe.GetPeer().GetState() == nil {
+		return
+	}
+	state := strings.ToLower(pe.GetPeer().GetState().GetSessionState().String())
+	if state == "unknown" {
+		return
+	}
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	ps := m.status[s.peer.Address]
+	if ps == nil || ps.owner != s || ps.st.State == state {
+		return
+	}
+	ps.st.State = state
+	est := state == "established"
+	if est && !ps.st.Established {
+		ps.st.Since = time.Now()
+	}
+	if !est {
+		ps.st.Since = time.Time{}
+	}
+	ps.st.Established = est
+	m.log.Info("session state", "peer", ps.st.Peer, "state", state)
+	m.publish(ps.st)
+}
+
+func (m *Manager) onError(s *session, e string) {
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	ps := m.status[s.peer.Address]
+	if ps == nil || ps.owner != s || ps.st.LastError == e {
+		return
+	}
+	ps.st.LastError, ps.st.LastErrorAt = e, time.Now()
+	m.log.Info("session error", "peer", ps.st.Peer, "err", e)
+	m.publish(ps.st)
+}
