@@ -69,6 +69,7 @@ type gserver struct {
 }
 
 type session struct {
+	addr   netip.Addr // = peer.Address; read by GoBGP callbacks, never written
 	g      Global
 	peer   Peer // normalized, as applied
 	gs     *gserver
@@ -228,6 +229,28 @@ func (m *Manager) server() *gserver {
 	return &gserver{srv: srv, log: gl}
 }
 
+// importNothing is every server's policy: nothing the routers send is
+// imported, so no route of theirs can reach the RIB we advertise from.
+// GoBGP applies the global import policy to our own AddPath routes too, so
+// a reject-by-default policy would drop them: the statement matches any
+// neighbour address instead (a local route has none) and the default
+// accepts.
+var importNothing = &api.SetPoliciesRequest{
+	DefinedSets: []*api.DefinedSet{{DefinedType: api.DefinedType_NEIGHBOR, Name: "herald-any-router", List: []string{"0.0.0.0/0", "::/0"}}},
+	Policies: []*api.Policy{{Name: "herald-import-nothing", Statements: []*api.Statement{{
+		Name:       "reject-routers",
+		Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: "herald-any-router"}},
+		Actions:    &api.Actions{RouteAction: api.RouteAction_REJECT},
+	}}}},
+}
+
+// importNothingAssignment applies importNothing (SetPolicies does not
+// apply assignments).
+var importNothingAssignment = &api.PolicyAssignment{
+	Name: "global", Direction: api.PolicyDirection_IMPORT, DefaultAction: api.RouteAction_ACCEPT,
+	Policies: []*api.Policy{{Name: "herald-import-nothing"}},
+}
+
 // start creates the session for p on a fresh (or pooled) server.
 func (m *Manager) start(ctx context.Context, g Global, p *Peer) error {
 	gs := m.server()
@@ -242,16 +265,15 @@ func (m *Manager) start(ctx context.Context, g Global, p *Peer) error {
 		m.pool = append(m.pool, gs)
 		return fmt.Errorf("starting GoBGP: %w", err)
 	}
-	s := &session{g: g, peer: *p, gs: gs, cancel: func() {}}
+	s := &session{addr: p.Address, g: g, peer: *p, gs: gs, cancel: func() {}}
 	m.sessions[p.Address] = s
 	m.setOwner(s)
 	gs.log.setOnError(func(e string) { m.onError(s, e) })
-	// Nothing the routers send is imported: no route of theirs can reach
-	// the RIB we advertise from.
-	if err := gs.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
-		Name: "global", Direction: api.PolicyDirection_IMPORT, DefaultAction: api.RouteAction_REJECT,
-	}}); err != nil {
+	if err := gs.srv.SetPolicies(ctx, importNothing); err != nil {
 		return fmt.Errorf("import policy: %w", err)
+	}
+	if err := gs.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: importNothingAssignment}); err != nil {
+		return fmt.Errorf("import policy assignment: %w", err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -329,7 +351,7 @@ func (m *Manager) stop(ctx context.Context, s *session) {
 func (m *Manager) established(s *session) bool {
 	m.smu.Lock()
 	defer m.smu.Unlock()
-	ps := m.status[s.peer.Address]
+	ps := m.status[s.addr]
 	return ps != nil && ps.owner == s && ps.st.Established
 }
 
@@ -426,11 +448,11 @@ func (m *Manager) publish(st PeerStatus) {
 func (m *Manager) setOwner(s *session) {
 	m.smu.Lock()
 	defer m.smu.Unlock()
-	ps := &peerState{owner: s, st: PeerStatus{Peer: s.peer.Address, State: "idle"}}
-	if old := m.status[s.peer.Address]; old != nil {
+	ps := &peerState{owner: s, st: PeerStatus{Peer: s.addr, State: "idle"}}
+	if old := m.status[s.addr]; old != nil {
 		ps.st.LastError, ps.st.LastErrorAt = old.st.LastError, old.st.LastErrorAt
 	}
-	m.status[s.peer.Address] = ps
+	m.status[s.addr] = ps
 	m.publish(ps.st)
 }
 
@@ -438,7 +460,7 @@ func (m *Manager) setOwner(s *session) {
 func (m *Manager) resetState(s *session) {
 	m.smu.Lock()
 	defer m.smu.Unlock()
-	if ps := m.status[s.peer.Address]; ps != nil && ps.owner == s {
+	if ps := m.status[s.addr]; ps != nil && ps.owner == s {
 		ps.st.State, ps.st.Established, ps.st.Since = "idle", false, time.Time{}
 		m.publish(ps.st)
 	}
@@ -455,7 +477,7 @@ func (m *Manager) onEvent(s *session, r *api.WatchEventResponse) {
 	}
 	m.smu.Lock()
 	defer m.smu.Unlock()
-	ps := m.status[s.peer.Address]
+	ps := m.status[s.addr]
 	if ps == nil || ps.owner != s || ps.st.State == state {
 		return
 	}
@@ -475,7 +497,7 @@ func (m *Manager) onEvent(s *session, r *api.WatchEventResponse) {
 func (m *Manager) onError(s *session, e string) {
 	m.smu.Lock()
 	defer m.smu.Unlock()
-	ps := m.status[s.peer.Address]
+	ps := m.status[s.addr]
 	if ps == nil || ps.owner != s || ps.st.LastError == e {
 		return
 	}
