@@ -138,11 +138,16 @@ var benignReasons = map[string]bool{
 func (l *gobgpLogger) record(level slog.Level, msg string, fields gblog.Fields) {
 	switch msg {
 	case "Peer Down":
-		l.reportError(fmt.Sprint("session down: ", fields["Reason"]))
+		// "dying" and "admin-down" are our own doing (the peer deleted).
+		if r := fmt.Sprint(fields["Reason"]); !benignReasons[r] {
+			l.reportError("session down: " + r)
+		}
 	case "failed to connect":
 		l.reportError(fmt.Sprint("connect: ", fields["Error"]))
 	case "state changed":
-		if r := fmt.Sprint(fields["reason"]); !benignReasons[r] && fmt.Sprint(fields["new"]) != "BGP_FSM_ESTABLISHED" {
+		// Leaving established is reported by "Peer Down".
+		if r := fmt.Sprint(fields["reason"]); !benignReasons[r] && fmt.Sprint(fields["new"]) != "BGP_FSM_ESTABLISHED" &&
+			fmt.Sprint(fields["old"]) != "BGP_FSM_ESTABLISHED" {
 			l.reportError(r)
 		}
 	}

@@ -54,7 +54,7 @@ type Manager struct {
 	mu       sync.Mutex // serializes Set and Close
 	global   Global
 	sessions map[netip.Addr]*session
-	pool     []*gserver // stopped servers, reused (GoBGP's Serve never returns)
+	pool     map[serverKey][]*gserver // started servers without a neighbour
 	closed   bool
 
 	smu        sync.Mutex // status and subscribers; never held across GoBGP calls
@@ -73,6 +73,8 @@ type session struct {
 	g      Global
 	peer   Peer // normalized, as applied
 	gs     *gserver
+	key    serverKey
+	added  bool               // the neighbour is configured in the server
 	cancel context.CancelFunc // the WatchEvent subscription
 }
 
@@ -93,6 +95,7 @@ func New(o Options) *Manager {
 	return &Manager{
 		log: log.With("component", "bgp"), flush: o.WithdrawFlush,
 		sessions: map[netip.Addr]*session{},
+		pool:     map[serverKey][]*gserver{},
 		status:   map[netip.Addr]*peerState{},
 		subs:     map[chan PeerStatus]struct{}{},
 	}
@@ -210,23 +213,62 @@ func applyRoutes(ctx context.Context, srv *server.BgpServer, u PeerRoutes) error
 	return nil
 }
 
-// serverEqual reports whether a session can keep its GoBGP server: the
-// settings of the server itself (not of the neighbour) are the same.
-func serverEqual(ga Global, a *Peer, gb Global, b *Peer) bool {
-	return ga.RouterID == gb.RouterID && a.localASN(ga) == b.localASN(gb) && ga.ListenPort == gb.ListenPort &&
-		(ga.ListenPort == 0 || a.SourceAddress == b.SourceAddress)
+// serverKey is what a GoBGP server is started with. Sessions whose keys
+// are equal can use the same (pooled) server.
+type serverKey struct {
+	routerID   netip.Addr
+	asn        uint32
+	listenPort uint16
+	listenAddr netip.Addr
 }
 
-func (m *Manager) server() *gserver {
-	if n := len(m.pool); n > 0 {
-		gs := m.pool[n-1]
-		m.pool = m.pool[:n-1]
-		return gs
+func keyOf(g Global, p *Peer) serverKey {
+	k := serverKey{routerID: g.RouterID, asn: p.localASN(g), listenPort: g.ListenPort}
+	if g.ListenPort != 0 {
+		k.listenAddr = p.SourceAddress
+	}
+	return k
+}
+
+// server returns a started server for k: an idle one from the pool, or a
+// new one. Servers are kept started and reused because GoBGP's Serve loop
+// never returns, and because StartBgp writes package-level variables of
+// GoBGP that other servers read.
+func (m *Manager) server(ctx context.Context, k serverKey) (*gserver, error) {
+	if n := len(m.pool[k]); n > 0 {
+		gs := m.pool[k][n-1]
+		m.pool[k] = m.pool[k][:n-1]
+		return gs, nil
 	}
 	gl := &gobgpLogger{log: m.log}
 	srv := server.NewBgpServer(server.LoggerOption(gl))
 	go srv.Serve()
-	return &gserver{srv: srv, log: gl}
+	gs := &gserver{srv: srv, log: gl}
+	g := &api.Global{Asn: k.asn, RouterId: k.routerID.String(), ListenPort: -1}
+	if k.listenPort != 0 {
+		g.ListenPort = int32(k.listenPort)
+		if k.listenAddr.IsValid() {
+			g.ListenAddresses = []string{k.listenAddr.String()}
+		}
+	}
+	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: g}); err != nil {
+		return nil, fmt.Errorf("starting GoBGP: %w", err)
+	}
+	if err := srv.SetPolicies(ctx, importNothing); err != nil {
+		m.stopServer(gs)
+		return nil, fmt.Errorf("import policy: %w", err)
+	}
+	if err := srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: importNothingAssignment}); err != nil {
+		m.stopServer(gs)
+		return nil, fmt.Errorf("import policy assignment: %w", err)
+	}
+	return gs, nil
+}
+
+func (m *Manager) stopServer(gs *gserver) {
+	if err := gs.srv.StopBgp(context.Background(), &api.StopBgpRequest{}); err != nil {
+		m.log.Warn("stopping GoBGP", "err", err)
+	}
 }
 
 // importNothing is every server's policy: nothing the routers send is
@@ -251,30 +293,17 @@ var importNothingAssignment = &api.PolicyAssignment{
 	Policies: []*api.Policy{{Name: "herald-import-nothing"}},
 }
 
-// start creates the session for p on a fresh (or pooled) server.
+// start creates the session for p.
 func (m *Manager) start(ctx context.Context, g Global, p *Peer) error {
-	gs := m.server()
-	gl := &api.Global{Asn: p.localASN(g), RouterId: g.RouterID.String(), ListenPort: -1}
-	if g.ListenPort != 0 {
-		gl.ListenPort = int32(g.ListenPort)
-		if p.SourceAddress.IsValid() {
-			gl.ListenAddresses = []string{p.SourceAddress.String()}
-		}
+	k := keyOf(g, p)
+	gs, err := m.server(ctx, k)
+	if err != nil {
+		return err
 	}
-	if err := gs.srv.StartBgp(ctx, &api.StartBgpRequest{Global: gl}); err != nil {
-		m.pool = append(m.pool, gs)
-		return fmt.Errorf("starting GoBGP: %w", err)
-	}
-	s := &session{addr: p.Address, g: g, peer: *p, gs: gs, cancel: func() {}}
+	s := &session{addr: p.Address, g: g, peer: *p, gs: gs, key: k, cancel: func() {}}
 	m.sessions[p.Address] = s
 	m.setOwner(s)
 	gs.log.setOnError(func(e string) { m.onError(s, e) })
-	if err := gs.srv.SetPolicies(ctx, importNothing); err != nil {
-		return fmt.Errorf("import policy: %w", err)
-	}
-	if err := gs.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: importNothingAssignment}); err != nil {
-		return fmt.Errorf("import policy assignment: %w", err)
-	}
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if err := gs.srv.WatchEvent(wctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(r *api.WatchEventResponse) {
@@ -288,6 +317,7 @@ func (m *Manager) start(ctx context.Context, g Global, p *Peer) error {
 	if err := gs.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
 		return fmt.Errorf("adding neighbour: %w", err)
 	}
+	s.added = true
 	return nil
 }
 
@@ -296,13 +326,14 @@ func (m *Manager) start(ctx context.Context, g Global, p *Peer) error {
 // changed, else on a new one.
 func (m *Manager) recreate(ctx context.Context, g Global, p *Peer) error {
 	s := m.sessions[p.Address]
-	if !serverEqual(s.g, &s.peer, g, p) {
+	if s.key != keyOf(g, p) {
 		m.teardown(ctx, p.Address)
 		return m.start(ctx, g, p)
 	}
 	if err := s.gs.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
 		return fmt.Errorf("deleting neighbour: %w", err)
 	}
+	s.added = false
 	m.resetState(s)
 	if err := applyRoutes(ctx, s.gs.srv, diffRoutes(routes(s.g, &s.peer), routes(g, p))); err != nil {
 		return err
@@ -311,41 +342,49 @@ func (m *Manager) recreate(ctx context.Context, g Global, p *Peer) error {
 	if err := s.gs.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
 		return fmt.Errorf("adding neighbour: %w", err)
 	}
+	s.added = true
 	return nil
 }
 
 // teardown withdraws a's routes, closes its session with a Cease
-// NOTIFICATION and returns its server to the pool.
+// NOTIFICATION (deleting the neighbour) and returns its server, with an
+// empty RIB, to the pool.
 func (m *Manager) teardown(ctx context.Context, a netip.Addr) {
 	s := m.sessions[a]
 	delete(m.sessions, a)
-	m.stop(ctx, s)
-	m.smu.Lock()
-	if ps := m.status[a]; ps != nil && ps.owner == s {
-		delete(m.status, a)
-		ps.st.Removed, ps.st.Established, ps.st.State = true, false, "idle"
-		m.publish(ps.st)
+	// Every route of ours in the RIB, whatever the last Set got to.
+	werr := s.gs.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL})
+	if werr != nil {
+		m.log.Warn("withdrawing before teardown", "peer", a, "err", werr)
 	}
-	m.smu.Unlock()
-}
-
-func (m *Manager) stop(ctx context.Context, s *session) {
-	var ps []netip.Prefix
-	for _, r := range routes(s.g, &s.peer) {
-		ps = append(ps, r.Prefix)
-	}
-	if err := applyRoutes(ctx, s.gs.srv, PeerRoutes{Withdraw: ps}); err != nil {
-		m.log.Warn("withdrawing before stop", "peer", s.peer.Address, "err", err)
-	}
-	if len(ps) > 0 && m.established(s) {
-		time.Sleep(m.flush)
+	if len(s.peer.Advertisements) > 0 && m.established(s) {
+		time.Sleep(m.flush) // let the withdraw leave before the NOTIFICATION
 	}
 	s.cancel()
 	s.gs.log.setOnError(nil)
-	if err := s.gs.srv.StopBgp(ctx, &api.StopBgpRequest{}); err != nil {
-		m.log.Warn("stopping GoBGP", "peer", s.peer.Address, "err", err)
+	var derr error
+	if s.added {
+		if derr = s.gs.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: a.String()}); derr != nil {
+			m.log.Warn("deleting neighbour", "peer", a, "err", derr)
+		}
 	}
-	m.pool = append(m.pool, s.gs)
+	if werr == nil && derr == nil {
+		m.pool[s.key] = append(m.pool[s.key], s.gs)
+	} else {
+		m.stopServer(s.gs) // unknown state: not reused
+	}
+	m.removed(a, s)
+}
+
+// removed drops a's status and publishes its last event.
+func (m *Manager) removed(a netip.Addr, s *session) {
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	if ps := m.status[a]; ps != nil && ps.owner == s {
+		delete(m.status, a)
+		ps.st.Removed, ps.st.Established, ps.st.State, ps.st.Since = true, false, "idle", time.Time{}
+		m.publish(ps.st)
+	}
 }
 
 func (m *Manager) established(s *session) bool {
@@ -371,23 +410,31 @@ func (m *Manager) Close(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var ps []netip.Prefix
-			for _, r := range routes(s.g, &s.peer) {
-				ps = append(ps, r.Prefix)
-			}
-			if err := applyRoutes(ctx, s.gs.srv, PeerRoutes{Withdraw: ps}); err != nil {
+			if err := s.gs.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL}); err != nil {
 				m.log.Warn("withdrawing on close", "peer", a, "err", err)
 			}
-			s.peer.Advertisements = nil
+			s.peer.Advertisements = nil // teardown need not wait again
 		}()
 	}
 	wg.Wait()
 	if len(m.sessions) > 0 {
 		time.Sleep(m.flush)
 	}
-	for a := range m.sessions {
-		m.teardown(ctx, a)
+	// StopBgp (not DeletePeer) waits until the Cease NOTIFICATION is
+	// written and the session closed.
+	for a, s := range m.sessions {
+		s.cancel()
+		s.gs.log.setOnError(nil)
+		m.stopServer(s.gs)
+		m.removed(a, s)
 	}
+	m.sessions = map[netip.Addr]*session{}
+	for _, gss := range m.pool {
+		for _, gs := range gss {
+			m.stopServer(gs)
+		}
+	}
+	m.pool = nil
 	m.smu.Lock()
 	for c := range m.subs {
 		close(c)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -79,11 +78,7 @@ func TestRoutersInNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &routers{t: t, lab: lab}
-	var log *slog.Logger
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	m := New(Options{Logger: log})
+	m := New(Options{Logger: testLog(t)})
 	closed := false
 	defer func() {
 		if !closed {
@@ -359,6 +354,36 @@ func TestRoutersInNode(t *testing.T) {
 		if v4, err := r.gobgpRIB("ipv4"); err != nil || v4[svcA.String()].NextHop == "" {
 			t.Errorf("gobgpd lost %v: %+v %v", svcA, v4, err)
 		}
+	})
+
+	t.Run("a removed peer comes back, with graceful restart", func(t *testing.T) {
+		before := m.Peers()
+		mark := len(rec.all())
+		p := labState(t).Peers[1]
+		p.GracefulRestart = true
+		d.Peers = append(d.Peers, p)
+		if err := m.Set(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 15*time.Second, "FRR has the IPv4 session and B again, with graceful restart", func() string {
+			var raw map[string]struct {
+				BGPState     string `json:"bgpState"`
+				Capabilities struct {
+					GracefulRestart string `json:"gracefulRestart"`
+				} `json:"neighborCapabilities"`
+			}
+			if err := r.vtysh(&raw, "show bgp neighbors 192.0.2.1 json"); err != nil {
+				return err.Error()
+			}
+			if n := raw["192.0.2.1"]; n.BGPState != "Established" || n.Capabilities.GracefulRestart != "advertisedAndReceived" {
+				return fmt.Sprintf("FRR neighbour: %+v", n)
+			}
+			if pb, err := r.frrPaths(svcB.String()); err != nil || len(pb) != 1 {
+				return fmt.Sprintf("%v at FRR: %+v %v", svcB, pb, err)
+			}
+			return ""
+		})
+		checkUntouched(t, m, rec, mark, before, gobgpV4, frrV6)
 	})
 
 	t.Run("Close withdraws everything", func(t *testing.T) {
