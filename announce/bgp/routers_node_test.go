@@ -387,10 +387,12 @@ func TestRoutersInNode(t *testing.T) {
 	})
 
 	t.Run("Close withdraws everything", func(t *testing.T) {
+		t0 := time.Now()
 		if err := m.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		closed = true
+		closeTook := time.Since(t0)
 		eventually(t, 5*time.Second, "router RIBs empty of our prefixes", func() string {
 			v4, err := r.gobgpRIB("ipv4")
 			if err != nil {
@@ -410,6 +412,8 @@ func TestRoutersInNode(t *testing.T) {
 			}
 			return ""
 		})
+		t.Logf("Close returned after %v; routes gone at both routers (polled) after %v",
+			closeTook.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 		if err := m.Set(ctx, d); err == nil {
 			t.Error("Set after Close succeeded")
 		}
