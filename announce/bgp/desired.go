@@ -20,7 +20,8 @@ type Desired struct {
 
 // Global is the local router's identity.
 type Global struct {
-	// RouterID is the BGP identifier (an IPv4 address), required.
+	// RouterID is the BGP identifier (an IPv4 address), required when
+	// there are peers.
 	RouterID netip.Addr
 	// ASN is the local AS number, required unless every peer sets LocalASN.
 	ASN uint32
@@ -174,10 +175,11 @@ func (p *Peer) nextHop(pfx netip.Prefix) netip.Addr {
 }
 
 // Validate reports every problem of d, each naming its peer and field.
-// Set refuses a Desired that does not validate and changes nothing.
+// Set refuses a Desired that does not validate and changes nothing. The
+// zero Desired is valid: no sessions.
 func (d *Desired) Validate() error {
 	var errs []error
-	if !d.Global.RouterID.Is4() {
+	if len(d.Peers) > 0 && !d.Global.RouterID.Is4() {
 		errs = append(errs, fmt.Errorf("bgp global: router ID %v is not an IPv4 address", d.Global.RouterID))
 	}
 	seen := map[netip.Addr]bool{}
@@ -213,7 +215,11 @@ func (d *Desired) Validate() error {
 		if p.HoldTime < 0 || p.HoldTime%time.Second != 0 || (p.HoldTime > 0 && p.HoldTime < 3*time.Second) || p.HoldTime > 65535*time.Second {
 			bad("hold time %v: want whole seconds, 0 or 3s..65535s", p.HoldTime)
 		}
-		if p.KeepaliveTime < 0 || p.KeepaliveTime%time.Second != 0 || (p.HoldTime > 0 && p.KeepaliveTime > p.HoldTime) {
+		hold := p.HoldTime
+		if hold == 0 {
+			hold = 90 * time.Second
+		}
+		if p.KeepaliveTime < 0 || p.KeepaliveTime%time.Second != 0 || p.KeepaliveTime > hold {
 			bad("keepalive time %v: want whole seconds, not above the hold time", p.KeepaliveTime)
 		}
 		if p.ConnectRetry < 0 || p.ConnectRetry%time.Second != 0 {

@@ -158,6 +158,8 @@ func TestValidate(t *testing.T) {
 		want string // substring of the error; "" = valid
 	}{
 		{"base is valid", base(), ""},
+		{"the zero state is valid (no sessions)", Desired{}, ""},
+		{"keepalive above the default hold time", edit(func(d *Desired) { d.Peers[0].KeepaliveTime = 91 * time.Second }), "keepalive"},
 		{"IPv6 prefix over IPv4 session without IPv6 next hop", edit(func(d *Desired) { d.Peers[0].NextHopV6 = netip.Addr{} }),
 			"bgp peer 192.0.2.2: IPv6 prefix 2001:db8:ff::10/128 over an IPv4 session needs an IPv6 next hop"},
 		{"IPv4 prefix over IPv6 session without IPv4 next hop", edit(func(d *Desired) {

@@ -10,8 +10,10 @@
 // ID, the peer's local AS) whose RIB holds exactly the routes of that peer,
 // with that peer's attributes and next hops. Per-peer prefix sets and
 // attributes are then plain AddPath/DeletePath calls, and one peer's
-// change never touches another session. Stopped servers are pooled and
-// reused, because GoBGP's Serve loop never returns.
+// change never touches another session. Servers are started once and
+// pooled by (router ID, local AS, listen port and address): GoBGP's Serve
+// loop never returns, and StartBgp writes package variables that the other
+// servers read.
 //
 // # Diff and apply
 //

@@ -129,13 +129,13 @@ func (m *Manager) Set(ctx context.Context, d Desired) error {
 	fail := func(a netip.Addr, err error) {
 		errs = append(errs, fmt.Errorf("bgp peer %v: %w", a, err))
 		if _, ok := m.sessions[a]; ok {
-			m.teardown(ctx, a)
+			m.teardown(ctx, a, true)
 		}
 	}
 	for _, a := range plan.Remove {
 		if !recreate[a] {
 			m.log.Info("removing peer", "peer", a)
-			m.teardown(ctx, a)
+			m.teardown(ctx, a, true)
 		}
 	}
 	for i := range plan.Add {
@@ -327,7 +327,7 @@ func (m *Manager) start(ctx context.Context, g Global, p *Peer) error {
 func (m *Manager) recreate(ctx context.Context, g Global, p *Peer) error {
 	s := m.sessions[p.Address]
 	if s.key != keyOf(g, p) {
-		m.teardown(ctx, p.Address)
+		m.teardown(ctx, p.Address, false)
 		return m.start(ctx, g, p)
 	}
 	if err := s.gs.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
@@ -348,8 +348,9 @@ func (m *Manager) recreate(ctx context.Context, g Global, p *Peer) error {
 
 // teardown withdraws a's routes, closes its session with a Cease
 // NOTIFICATION (deleting the neighbour) and returns its server, with an
-// empty RIB, to the pool.
-func (m *Manager) teardown(ctx context.Context, a netip.Addr) {
+// empty RIB, to the pool. final publishes the Removed event and drops the
+// status (not when the peer is re-created at once).
+func (m *Manager) teardown(ctx context.Context, a netip.Addr, final bool) {
 	s := m.sessions[a]
 	delete(m.sessions, a)
 	// Every route of ours in the RIB, whatever the last Set got to.
@@ -373,7 +374,9 @@ func (m *Manager) teardown(ctx context.Context, a netip.Addr) {
 	} else {
 		m.stopServer(s.gs) // unknown state: not reused
 	}
-	m.removed(a, s)
+	if final {
+		m.removed(a, s)
+	}
 }
 
 // removed drops a's status and publishes its last event.

@@ -77,6 +77,17 @@ func TestLoopbackManagers(t *testing.T) {
 		}
 	}
 
+	// The zero state removes every session, and the routes with it.
+	if err := node.Set(ctx, Desired{}); err != nil {
+		t.Fatal(err)
+	}
+	if !netnstest.Eventually(10*time.Second, func() bool { return len(rtr.adjIn(nodeA)) == 0 }) {
+		t.Errorf("routes still at the other manager after Set(Desired{}): %v", rtr.adjIn(nodeA))
+	}
+	if p := node.Peers(); len(p) != 0 {
+		t.Errorf("peers after Set(Desired{}): %+v", p)
+	}
+
 	// A second manager with a session to a port where nothing listens.
 	lone := New(Options{Logger: testLog(t)})
 	defer lone.Close(ctx)
