@@ -266,6 +266,31 @@ func TestRoutersInNode(t *testing.T) {
 		}
 	})
 
+	t.Run("a prefix withdrawn and one added, on a kept session", func(t *testing.T) {
+		before := m.Peers()
+		mark := len(rec.all())
+		ads := d.Peers[0].Advertisements
+		d.Peers[0].Advertisements = []Advertisement{ads[0], {Prefix: svcB}} // svc6 out, svcB in
+		if err := m.Set(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "gobgpd RIB", func() string {
+			v4, err := r.gobgpRIB("ipv4")
+			if err != nil {
+				return err.Error()
+			}
+			v6, err := r.gobgpRIB("ipv6")
+			if err != nil {
+				return err.Error()
+			}
+			if _, ok := v4[svcB.String()]; !ok || v4[svcA.String()].NextHop == "" || len(v6) != 0 {
+				return fmt.Sprintf("v4 %v v6 %v: want A and B, no IPv6", v4, v6)
+			}
+			return ""
+		})
+		checkUntouched(t, m, rec, mark, before, gobgpV4, frrV4, frrV6)
+	})
+
 	t.Run("a changed hold time re-creates only that session", func(t *testing.T) {
 		before := m.Peers()
 		was := status(m, gobgpV4)
