@@ -460,6 +460,41 @@ func (m *Manager) Peers() []PeerStatus {
 	return out
 }
 
+// PeerStats are a session's counters. The message counters are GoBGP's
+// and restart from 0 when the session is re-created.
+type PeerStats struct {
+	Peer netip.Addr
+	// Advertised is the number of prefixes the session advertises (while
+	// established).
+	Advertised                               int
+	UpdatesSent, UpdatesReceived             uint64
+	NotificationsSent, NotificationsReceived uint64
+}
+
+// Stats returns the counters of every session, by address.
+func (m *Manager) Stats(ctx context.Context) ([]PeerStats, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]PeerStats, 0, len(m.sessions))
+	var errs []error
+	for a, s := range m.sessions {
+		st := PeerStats{Peer: a, Advertised: len(s.peer.Advertisements)}
+		if s.added {
+			err := s.gs.srv.ListPeer(ctx, &api.ListPeerRequest{Address: a.String()}, func(p *api.Peer) {
+				msgs := p.GetState().GetMessages()
+				st.UpdatesSent, st.UpdatesReceived = msgs.GetSent().GetUpdate(), msgs.GetReceived().GetUpdate()
+				st.NotificationsSent, st.NotificationsReceived = msgs.GetSent().GetNotification(), msgs.GetReceived().GetNotification()
+			})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("bgp peer %v: counters: %w", a, err))
+			}
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b PeerStats) int { return a.Peer.Compare(b.Peer) })
+	return out, errors.Join(errs...)
+}
+
 // Watch subscribes to state changes: every change of a session's state or
 // last error, and a final Removed event, is sent on the channel. A
 // subscriber that falls 64 events behind loses events (Peers stays

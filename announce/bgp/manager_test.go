@@ -67,6 +67,13 @@ func TestLoopbackManagers(t *testing.T) {
 	if s := status(node, rtrA); !s.Established || s.Since.IsZero() || s.State != "established" {
 		t.Errorf("status %+v, want established", s)
 	}
+	if !netnstest.Eventually(5*time.Second, func() bool {
+		st, err := node.Stats(ctx)
+		return err == nil && len(st) == 1 && st[0].Advertised == 2 && st[0].UpdatesSent >= 2
+	}) {
+		st, err := node.Stats(ctx)
+		t.Errorf("stats %+v %v: want 2 prefixes advertised, at least 2 updates sent (one per family)", st, err)
+	}
 	saw := false
 	for !saw {
 		select {

@@ -227,6 +227,10 @@ func TestRoutersInNode(t *testing.T) {
 		}()
 		time.Sleep(300 * time.Millisecond) // monitor subscribed (it prints nothing until a change)
 		before := status(m, gobgpV4).Since
+		stats0, err := m.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		d.Peers[0].Advertisements[0].Communities = append(d.Peers[0].Advertisements[0].Communities, comm(t, "64500:101"))
 		if err := m.Set(ctx, d); err != nil {
 			t.Fatal(err)
@@ -263,6 +267,18 @@ func TestRoutersInNode(t *testing.T) {
 		}
 		if s := status(m, gobgpV4); s.Since != before {
 			t.Errorf("session restarted: since %v, was %v", s.Since, before)
+		}
+		stats1, err := m.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats1[0].Peer != gobgpV4 || stats1[0].UpdatesSent <= stats0[0].UpdatesSent {
+			t.Errorf("updates sent to gobgpd: %+v, before %+v: want more", stats1[0], stats0[0])
+		}
+		for i := 1; i < len(stats1); i++ {
+			if stats1[i] != stats0[i] {
+				t.Errorf("counters of another session changed: %+v, before %+v", stats1[i], stats0[i])
+			}
 		}
 	})
 
