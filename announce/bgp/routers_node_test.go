@@ -276,8 +276,10 @@ func TestRoutersInNode(t *testing.T) {
 			t.Errorf("updates sent to gobgpd: %+v, before %+v: want more", stats1[0], stats0[0])
 		}
 		for i := 1; i < len(stats1); i++ {
-			if stats1[i] != stats0[i] {
-				t.Errorf("counters of another session changed: %+v, before %+v", stats1[i], stats0[i])
+			// What the routers send us (FRR re-advertises over iBGP what it
+			// learnt over eBGP, on its own timers) is not ours to compare.
+			if stats1[i].UpdatesSent != stats0[i].UpdatesSent || stats1[i].NotificationsSent != stats0[i].NotificationsSent {
+				t.Errorf("another session sent messages: %+v, before %+v", stats1[i], stats0[i])
 			}
 		}
 	})
