@@ -212,7 +212,9 @@ func TestRoutersInNode(t *testing.T) {
 	})
 
 	t.Run("adding a community updates the route in place", func(t *testing.T) {
-		mon := exec.Command("ip", "netns", "exec", lab.GoBGPNS, "gobgp", "monitor", "global", "rib", "-j")
+		// --current dumps the RIB first: its line for A shows the monitor
+		// is subscribed before the change.
+		mon := exec.Command("ip", "netns", "exec", lab.GoBGPNS, "gobgp", "monitor", "global", "rib", "-a", "ipv4", "--current", "-j")
 		lines, err := scanLines(mon)
 		if err != nil {
 			t.Fatal(err)
@@ -225,7 +227,27 @@ func TestRoutersInNode(t *testing.T) {
 			}
 			close(got)
 		}()
-		time.Sleep(300 * time.Millisecond) // monitor subscribed (it prints nothing until a change)
+		var seen []string
+		// next waits for a monitor line containing every one of want.
+		next := func(what string, want ...string) {
+			t.Helper()
+			timeout := time.After(10 * time.Second)
+			for {
+				select {
+				case l, ok := <-got:
+					if !ok {
+						t.Fatalf("gobgp monitor ended; lines so far %q", seen)
+					}
+					seen = append(seen, l)
+					if !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(l, w) }) {
+						return
+					}
+				case <-timeout:
+					t.Fatalf("gobgp monitor: no line with %s; lines %q", what, seen)
+				}
+			}
+		}
+		next("the current route", svcA.String())
 		before := status(m, gobgpV4).Since
 		stats0, err := m.Stats(ctx)
 		if err != nil {
@@ -235,8 +257,9 @@ func TestRoutersInNode(t *testing.T) {
 		if err := m.Set(ctx, d); err != nil {
 			t.Fatal(err)
 		}
+		next("the new community", svcA.String(), fmt.Sprint(uint32(comm(t, "64500:101"))))
 		want := []uint32{uint32(comm(t, "64500:100")), uint32(comm(t, "64500:101"))}
-		eventually(t, 10*time.Second, "new community at gobgpd", func() string {
+		eventually(t, 10*time.Second, "new community in gobgpd's RIB", func() string {
 			v4, err := r.gobgpRIB("ipv4")
 			if err != nil {
 				return err.Error()
@@ -246,8 +269,7 @@ func TestRoutersInNode(t *testing.T) {
 			}
 			return ""
 		})
-		time.Sleep(200 * time.Millisecond)
-		var seen []string
+		time.Sleep(200 * time.Millisecond) // a late withdraw would show now
 	drain:
 		for {
 			select {
@@ -256,9 +278,6 @@ func TestRoutersInNode(t *testing.T) {
 			default:
 				break drain
 			}
-		}
-		if len(seen) == 0 {
-			t.Fatal("gobgp monitor reported nothing")
 		}
 		for _, l := range seen {
 			if strings.Contains(l, svcA.String()) && strings.Contains(l, `"withdrawal":true`) {
