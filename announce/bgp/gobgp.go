@@ -111,7 +111,22 @@ type gobgpLogger struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	onError func(string) // set per session; nil while pooled
+	onError func(string)             // set per session; nil while pooled
+	freed   map[string]chan struct{} // neighbour address -> closed when its FSM has ended
+}
+
+// expectFreed returns a channel closed when GoBGP has ended every
+// goroutine of the neighbour addr after it is deleted (GoBGP logs "freed
+// fsm.h" then). Call it before DeletePeer.
+func (l *gobgpLogger) expectFreed(addr string) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.freed == nil {
+		l.freed = map[string]chan struct{}{}
+	}
+	c := make(chan struct{})
+	l.freed[addr] = c
+	return c
 }
 
 func (l *gobgpLogger) setOnError(f func(string)) {
@@ -137,6 +152,13 @@ var benignReasons = map[string]bool{
 
 func (l *gobgpLogger) record(level slog.Level, msg string, fields gblog.Fields) {
 	switch msg {
+	case "freed fsm.h":
+		l.mu.Lock()
+		if c, ok := l.freed[fmt.Sprint(fields["Key"])]; ok {
+			close(c)
+			delete(l.freed, fmt.Sprint(fields["Key"]))
+		}
+		l.mu.Unlock()
 	case "Peer Down":
 		// "dying" and "admin-down" are our own doing (the peer deleted).
 		if r := fmt.Sprint(fields["Reason"]); !benignReasons[r] {

@@ -423,13 +423,35 @@ func (m *Manager) Close(ctx context.Context) error {
 	if len(m.sessions) > 0 {
 		time.Sleep(m.flush)
 	}
-	// StopBgp (not DeletePeer) waits until the Cease NOTIFICATION is
-	// written and the session closed.
+	// Delete every neighbour (Cease NOTIFICATION) and wait until GoBGP has
+	// ended its goroutines, so the NOTIFICATION is written before Close
+	// returns; only then stop the servers: StopBgp on a server whose
+	// neighbour is still being torn down races with that neighbour's
+	// goroutines inside GoBGP (its global configuration is reset under
+	// them).
+	var freed []<-chan struct{}
 	for a, s := range m.sessions {
 		s.cancel()
 		s.gs.log.setOnError(nil)
-		m.stopServer(s.gs)
+		if s.added {
+			c := s.gs.log.expectFreed(a.String())
+			if err := s.gs.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: a.String()}); err != nil {
+				m.log.Warn("deleting neighbour", "peer", a, "err", err)
+			} else {
+				freed = append(freed, c)
+			}
+		}
+		m.pool[s.key] = append(m.pool[s.key], s.gs)
 		m.removed(a, s)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, c := range freed {
+		select {
+		case <-c:
+		case <-wctx.Done():
+			m.log.Warn("a session did not end within 2s of its deletion")
+		}
 	}
 	m.sessions = map[netip.Addr]*session{}
 	for _, gss := range m.pool {
