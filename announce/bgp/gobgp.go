@@ -111,6 +111,7 @@ type gobgpLogger struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
+	errAddr string                   // the neighbour whose errors go to onError
 	onError func(string)             // set per session; nil while pooled
 	freed   map[string]chan struct{} // neighbour address -> closed when its FSM has ended
 }
@@ -129,15 +130,21 @@ func (l *gobgpLogger) expectFreed(addr string) <-chan struct{} {
 	return c
 }
 
-func (l *gobgpLogger) setOnError(f func(string)) {
+// setOnError routes the errors of neighbour addr to f; nil stops.
+// Errors of other addresses (a neighbour of the server's previous session
+// still ending) are dropped.
+func (l *gobgpLogger) setOnError(addr string, f func(string)) {
 	l.mu.Lock()
-	l.onError = f
+	l.errAddr, l.onError = addr, f
 	l.mu.Unlock()
 }
 
-func (l *gobgpLogger) reportError(s string) {
+func (l *gobgpLogger) reportError(key any, s string) {
 	l.mu.Lock()
 	f := l.onError
+	if fmt.Sprint(key) != l.errAddr {
+		f = nil
+	}
 	l.mu.Unlock()
 	if f != nil {
 		f(s)
@@ -162,15 +169,15 @@ func (l *gobgpLogger) record(level slog.Level, msg string, fields gblog.Fields) 
 	case "Peer Down":
 		// "dying" and "admin-down" are our own doing (the peer deleted).
 		if r := fmt.Sprint(fields["Reason"]); !benignReasons[r] {
-			l.reportError("session down: " + r)
+			l.reportError(fields["Key"], "session down: "+r)
 		}
 	case "failed to connect":
-		l.reportError(fmt.Sprint("connect: ", fields["Error"]))
+		l.reportError(fields["Key"], fmt.Sprint("connect: ", fields["Error"]))
 	case "state changed":
 		// Leaving established is reported by "Peer Down".
 		if r := fmt.Sprint(fields["reason"]); !benignReasons[r] && fmt.Sprint(fields["new"]) != "BGP_FSM_ESTABLISHED" &&
 			fmt.Sprint(fields["old"]) != "BGP_FSM_ESTABLISHED" {
-			l.reportError(r)
+			l.reportError(fields["Key"], r)
 		}
 	}
 	if !l.log.Enabled(context.Background(), level) {

@@ -303,7 +303,7 @@ func (m *Manager) start(ctx context.Context, g Global, p *Peer) error {
 	s := &session{addr: p.Address, g: g, peer: *p, gs: gs, key: k, cancel: func() {}}
 	m.sessions[p.Address] = s
 	m.setOwner(s)
-	gs.log.setOnError(func(e string) { m.onError(s, e) })
+	gs.log.setOnError(p.Address.String(), func(e string) { m.onError(s, e) })
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if err := gs.srv.WatchEvent(wctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(r *api.WatchEventResponse) {
@@ -362,7 +362,7 @@ func (m *Manager) teardown(ctx context.Context, a netip.Addr, final bool) {
 		time.Sleep(m.flush) // let the withdraw leave before the NOTIFICATION
 	}
 	s.cancel()
-	s.gs.log.setOnError(nil)
+	s.gs.log.setOnError("", nil)
 	var derr error
 	if s.added {
 		if derr = s.gs.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: a.String()}); derr != nil {
@@ -432,7 +432,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	var freed []<-chan struct{}
 	for a, s := range m.sessions {
 		s.cancel()
-		s.gs.log.setOnError(nil)
+		s.gs.log.setOnError("", nil)
 		if s.added {
 			c := s.gs.log.expectFreed(a.String())
 			if err := s.gs.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: a.String()}); err != nil {
