@@ -63,6 +63,9 @@
 // # Observability
 //
 // Peers returns each session's state, uptime and last error; Watch
-// delivers every change. Close withdraws everything and closes every
-// session with a Cease NOTIFICATION.
+// delivers every change; Stats gives the prefixes advertised and the
+// UPDATE and NOTIFICATION counters. Close withdraws everything and closes
+// every session with a Cease NOTIFICATION.
+//
+// docs/bgp.md has the whole story, with the tests against gobgpd and FRR.
 package bgp

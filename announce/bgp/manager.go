@@ -364,15 +364,26 @@ func (m *Manager) teardown(ctx context.Context, a netip.Addr, final bool) {
 	s.cancel()
 	s.gs.log.setOnError("", nil)
 	var derr error
+	var freed <-chan struct{}
 	if s.added {
+		freed = s.gs.log.expectFreed(a.String())
 		if derr = s.gs.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: a.String()}); derr != nil {
 			m.log.Warn("deleting neighbour", "peer", a, "err", derr)
 		}
 	}
-	if werr == nil && derr == nil {
+	switch {
+	case werr == nil && derr == nil:
 		m.pool[s.key] = append(m.pool[s.key], s.gs)
-	} else {
-		m.stopServer(s.gs) // unknown state: not reused
+	case derr == nil && freed != nil:
+		// Not reused (its RIB may hold routes), and not stopped before the
+		// neighbour has ended (see Close).
+		select {
+		case <-freed:
+		case <-time.After(2 * time.Second):
+		}
+		m.stopServer(s.gs)
+	default:
+		m.stopServer(s.gs) // the neighbour may still be up: StopBgp ends it
 	}
 	if final {
 		m.removed(a, s)
