@@ -83,6 +83,9 @@ func apiPeer(p *Peer) *api.Peer {
 			HoldTime:          uint64(p.HoldTime / time.Second),
 			KeepaliveInterval: uint64(p.KeepaliveTime / time.Second),
 			ConnectRetry:      uint64(p.ConnectRetry / time.Second),
+			// After a session fails GoBGP waits this long before it tries
+			// again; the connect retry time is our one knob for that wait.
+			IdleHoldTimeAfterReset: uint64(p.ConnectRetry / time.Second),
 		}},
 		Transport: &api.Transport{RemotePort: uint32(p.Port)},
 		AfiSafis: []*api.AfiSafi{

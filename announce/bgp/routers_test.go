@@ -30,9 +30,12 @@ const labEnv = "HERALD_BGP_TEST_LAB"
 
 // labInfo is what the parent hands the child.
 type labInfo struct {
-	GoBGPNS string // namespace of gobgpd
-	FRRNS   string // namespace of FRR
-	FRRDir  string // FRR's state directory (vty sockets in run/)
+	GoBGPNS   string // namespace of gobgpd
+	GoBGPPid  int    // its pid (the child restarts it)
+	GoBGPArgs []string
+	Dir       string // the routers' state directory
+	FRRNS     string // namespace of FRR
+	FRRDir    string // FRR's state directory (vty sockets in run/)
 }
 
 const (
@@ -61,10 +64,10 @@ func TestRouters(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	startGoBGPD(t, gns, dir)
+	gobgpPid, gobgpArgs := startGoBGPD(t, gns, dir)
 	frrDir := startFRR(t, fns, dir)
 
-	info, _ := json.Marshal(labInfo{GoBGPNS: gns.Name, FRRNS: fns.Name, FRRDir: frrDir})
+	info, _ := json.Marshal(labInfo{GoBGPNS: gns.Name, GoBGPPid: gobgpPid, GoBGPArgs: gobgpArgs, FRRNS: fns.Name, FRRDir: frrDir, Dir: dir})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	args := []string{"--net=/var/run/netns/" + node.Name, "--", os.Args[0], "-test.run", "^TestRoutersInNode$", "-test.count=1"}
@@ -127,15 +130,15 @@ func sweepDaemons(t *testing.T) {
 	}
 }
 
-// daemon starts args inside ns (nsenter execs, so the pid is the daemon's)
-// and kills it at cleanup.
-func daemon(t *testing.T, ns *netnstest.NS, logfile string, args ...string) {
+// daemon starts args inside the namespace ns (nsenter execs, so the pid
+// is the daemon's), kills it at cleanup and returns its pid.
+func daemon(t *testing.T, ns string, logfile string, args ...string) int {
 	t.Helper()
 	f, err := os.Create(logfile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("nsenter", append([]string{"--net=/var/run/netns/" + ns.Name, "--"}, args...)...)
+	cmd := exec.Command("nsenter", append([]string{"--net=/var/run/netns/" + ns, "--"}, args...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", args[0], err)
@@ -149,6 +152,7 @@ func daemon(t *testing.T, ns *netnstest.NS, logfile string, args ...string) {
 			t.Logf("%s log (last 3000 bytes):\n%s", args[0], tail(b, 3000))
 		}
 	})
+	return cmd.Process.Pid
 }
 
 func tail(b []byte, n int) string {
@@ -160,7 +164,7 @@ func tail(b []byte, n int) string {
 
 // startGoBGPD runs gobgpd with the node as a passive, static neighbour
 // (hold time 90: the node's proposal wins when smaller).
-func startGoBGPD(t *testing.T, ns *netnstest.NS, dir string) {
+func startGoBGPD(t *testing.T, ns *netnstest.NS, dir string) (pid int, args []string) {
 	t.Helper()
 	conf := filepath.Join(dir, "gobgpd.toml")
 	err := os.WriteFile(conf, fmt.Appendf(nil, `[global.config]
@@ -184,14 +188,15 @@ func startGoBGPD(t *testing.T, ns *netnstest.NS, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	daemon(t, ns, filepath.Join(dir, "gobgpd.log"), "gobgpd", "-f", conf, "-t", "toml", "-p",
-		"--api-hosts", "127.0.0.1:50051", "--pprof-disable")
+	args = []string{"gobgpd", "-f", conf, "-t", "toml", "-p", "--api-hosts", "127.0.0.1:50051", "--pprof-disable"}
+	pid = daemon(t, ns.Name, filepath.Join(dir, "gobgpd.log"), args...)
 	if !netnstest.Eventually(15*time.Second, func() bool {
 		_, err := ns.Exec("gobgp", "global")
 		return err == nil
 	}) {
 		t.Fatal("gobgpd API never answered")
 	}
+	return pid, args
 }
 
 // startFRR runs zebra and bgpd as user frr. The node peers twice: iBGP
@@ -242,11 +247,11 @@ router bgp %[1]d
 	common := []string{"-u", "frr", "-g", "frr", "-f", filepath.Join(d, "frr.conf"), "--vty_socket", filepath.Join(d, "run"),
 		"-A", "127.0.0.1", "-P", "0", "--log", "stdout"}
 	zapi := filepath.Join(d, "run", "zserv.api")
-	daemon(t, ns, filepath.Join(dir, "zebra.log"), append([]string{"/usr/lib/frr/zebra"}, append(common, "-i", filepath.Join(d, "run", "zebra.pid"), "-z", zapi)...)...)
+	daemon(t, ns.Name, filepath.Join(dir, "zebra.log"), append([]string{"/usr/lib/frr/zebra"}, append(common, "-i", filepath.Join(d, "run", "zebra.pid"), "-z", zapi)...)...)
 	if !netnstest.Eventually(10*time.Second, func() bool { _, err := os.Stat(zapi); return err == nil }) {
 		t.Fatal("zebra socket never appeared")
 	}
-	daemon(t, ns, filepath.Join(dir, "bgpd.log"), append([]string{"/usr/lib/frr/bgpd"}, append(common, "-i", filepath.Join(d, "run", "bgpd.pid"), "-z", zapi, "-p", "179")...)...)
+	daemon(t, ns.Name, filepath.Join(dir, "bgpd.log"), append([]string{"/usr/lib/frr/bgpd"}, append(common, "-i", filepath.Join(d, "run", "bgpd.pid"), "-z", zapi, "-p", "179")...)...)
 	if !netnstest.Eventually(15*time.Second, func() bool {
 		_, err := ns.Exec("vtysh", "--vty_socket", filepath.Join(d, "run"), "-c", "show bgp summary json")
 		return err == nil
