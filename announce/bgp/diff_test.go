@@ -1,0 +1,245 @@
+package bgp
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	rtr1 = netip.MustParseAddr("192.0.2.2")
+	rtr2 = netip.MustParseAddr("192.0.2.3")
+	rtr6 = netip.MustParseAddr("2001:db8::3")
+	pfxA = netip.MustParsePrefix("203.0.113.10/32")
+	pfxB = netip.MustParsePrefix("203.0.113.11/32")
+	pfx6 = netip.MustParsePrefix("2001:db8:ff::10/128")
+	nh6  = netip.MustParseAddr("2001:db8::1")
+)
+
+func base() Desired {
+	return Desired{
+		Global: Global{RouterID: netip.MustParseAddr("192.0.2.1"), ASN: 64500},
+		Peers: []Peer{
+			{Address: rtr1, ASN: 64501, NextHopV6: nh6, Advertisements: []Advertisement{
+				{Prefix: pfxA, Communities: []Community{65000<<16 | 1}},
+				{Prefix: pfx6},
+			}},
+			{Address: rtr2, ASN: 64502, LocalASN: 64502, Advertisements: []Advertisement{{Prefix: pfxA, LocalPref: 200}}},
+		},
+	}
+}
+
+// edit returns base() changed by f.
+func edit(f func(d *Desired)) Desired {
+	d := base()
+	f(&d)
+	return d
+}
+
+// summary renders a plan compactly for comparison.
+func summary(p Plan) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "remove=%v recreate=%v add=[", p.Remove, p.Recreate)
+	for _, a := range p.Add {
+		fmt.Fprintf(&b, " %v(%d)", a.Address, len(a.Advertisements))
+	}
+	b.WriteString(" ]")
+	for _, u := range p.Update {
+		fmt.Fprintf(&b, " %v:", u.Peer)
+		for _, r := range u.Add {
+			fmt.Fprintf(&b, " +%v", r.Prefix)
+		}
+		for _, r := range u.Update {
+			fmt.Fprintf(&b, " ~%v", r.Prefix)
+		}
+		for _, w := range u.Withdraw {
+			fmt.Fprintf(&b, " -%v", w)
+		}
+	}
+	return b.String()
+}
+
+func TestDiff(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		old, next Desired
+		want      string
+	}{
+		{"nothing to something", Desired{}, base(),
+			"remove=[] recreate=[] add=[ 192.0.2.2(2) 192.0.2.3(1) ]"},
+		{"same state", base(), base(), "remove=[] recreate=[] add=[ ]"},
+		{"order of peers, prefixes and communities does not matter", base(), edit(func(d *Desired) {
+			d.Peers[0], d.Peers[1] = d.Peers[1], d.Peers[0]
+			ads := d.Peers[1].Advertisements
+			ads[0], ads[1] = ads[1], ads[0]
+			ads[1].Communities = []Community{65000<<16 | 1, 65000<<16 | 1}
+		}), "remove=[] recreate=[] add=[ ]"},
+		{"added community updates in place", base(), edit(func(d *Desired) {
+			d.Peers[0].Advertisements[0].Communities = append(d.Peers[0].Advertisements[0].Communities, 65000<<16|2)
+		}), "remove=[] recreate=[] add=[ ] 192.0.2.2: ~203.0.113.10/32"},
+		{"large community updates in place", base(), edit(func(d *Desired) {
+			d.Peers[1].Advertisements[0].LargeCommunities = []LargeCommunity{{64500, 1, 2}}
+		}), "remove=[] recreate=[] add=[ ] 192.0.2.3: ~203.0.113.10/32"},
+		{"localPref change on iBGP updates", base(), edit(func(d *Desired) {
+			d.Peers[1].Advertisements[0].LocalPref = 300
+		}), "remove=[] recreate=[] add=[ ] 192.0.2.3: ~203.0.113.10/32"},
+		{"localPref on eBGP is not sent, so no update", base(), edit(func(d *Desired) {
+			d.Peers[0].Advertisements[0].LocalPref = 300
+		}), "remove=[] recreate=[] add=[ ]"},
+		{"next hop change updates", base(), edit(func(d *Desired) {
+			d.Peers[0].NextHopV6 = netip.MustParseAddr("2001:db8::99")
+		}), "remove=[] recreate=[] add=[ ] 192.0.2.2: ~2001:db8:ff::10/128"},
+		{"prefix added and withdrawn on one peer only", base(), edit(func(d *Desired) {
+			d.Peers[0].Advertisements = []Advertisement{{Prefix: pfxB}, d.Peers[0].Advertisements[1]}
+		}), "remove=[] recreate=[] add=[ ] 192.0.2.2: +203.0.113.11/32 -203.0.113.10/32"},
+		{"removed peer alone", base(), edit(func(d *Desired) { d.Peers = d.Peers[:1] }),
+			"remove=[192.0.2.3] recreate=[] add=[ ]"},
+		{"hold time re-creates that peer only", base(), edit(func(d *Desired) { d.Peers[1].HoldTime = 9 * time.Second }),
+			"remove=[192.0.2.3] recreate=[192.0.2.3] add=[ 192.0.2.3(1) ]"},
+		{"default hold time spelled out is no change", base(), edit(func(d *Desired) {
+			d.Peers[1].HoldTime, d.Peers[1].KeepaliveTime = 90*time.Second, 30*time.Second
+		}), "remove=[] recreate=[] add=[ ]"},
+		{"password re-creates", base(), edit(func(d *Desired) { d.Peers[0].Password = "x" }),
+			"remove=[192.0.2.2] recreate=[192.0.2.2] add=[ 192.0.2.2(2) ]"},
+		{"peer ASN re-creates", base(), edit(func(d *Desired) { d.Peers[0].ASN = 64999 }),
+			"remove=[192.0.2.2] recreate=[192.0.2.2] add=[ 192.0.2.2(2) ]"},
+		{"port re-creates", base(), edit(func(d *Desired) { d.Peers[0].Port = 1179 }),
+			"remove=[192.0.2.2] recreate=[192.0.2.2] add=[ 192.0.2.2(2) ]"},
+		{"global ASN re-creates peers that use it, not the one with its own", base(), edit(func(d *Desired) { d.Global.ASN = 64999 }),
+			"remove=[192.0.2.2] recreate=[192.0.2.2] add=[ 192.0.2.2(2) ]"},
+		{"router ID re-creates all", base(), edit(func(d *Desired) { d.Global.RouterID = netip.MustParseAddr("192.0.2.9") }),
+			"remove=[192.0.2.2 192.0.2.3] recreate=[192.0.2.2 192.0.2.3] add=[ 192.0.2.2(2) 192.0.2.3(1) ]"},
+		{"new peer added, others untouched", base(), edit(func(d *Desired) {
+			d.Peers = append(d.Peers, Peer{Address: rtr6, ASN: 64502, Advertisements: []Advertisement{{Prefix: pfx6}}})
+		}), "remove=[] recreate=[] add=[ 2001:db8::3(1) ]"},
+		{"everything to nothing", base(), Desired{}, "remove=[192.0.2.2 192.0.2.3] recreate=[] add=[ ]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := summary(Diff(tc.old, tc.next)); got != tc.want {
+				t.Errorf("Diff:\n got %s\nwant %s", got, tc.want)
+			}
+			if p := Diff(tc.next, tc.next); !p.Empty() {
+				t.Errorf("Diff(next, next) is not empty: %s", summary(p))
+			}
+		})
+	}
+}
+
+func TestRoutesResolveNextHopsAndLocalPref(t *testing.T) {
+	d := normalize(base())
+	got := routes(d.Global, &d.Peers[0]) // eBGP, IPv4 session, NextHopV6 set
+	want := []Route{
+		{Prefix: pfxA, NextHop: netip.IPv4Unspecified(), Communities: []Community{65000<<16 | 1}},
+		{Prefix: pfx6, NextHop: nh6},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("eBGP routes:\n got %+v\nwant %+v", got, want)
+	}
+	got = routes(d.Global, &d.Peers[1]) // iBGP: localPref kept
+	if len(got) != 1 || got[0].LocalPref != 200 {
+		t.Errorf("iBGP routes: %+v, want localPref 200", got)
+	}
+	p := Peer{Address: rtr6, SourceAddress: nh6, NextHopV4: netip.MustParseAddr("192.0.2.1")}
+	if nh := p.nextHop(pfx6); nh != nh6 {
+		t.Errorf("IPv6 prefix over IPv6 session: next hop %v, want the source address %v", nh, nh6)
+	}
+	if nh := p.nextHop(pfxA); nh != netip.MustParseAddr("192.0.2.1") {
+		t.Errorf("IPv4 prefix over IPv6 session: next hop %v, want NextHopV4", nh)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    Desired
+		want string // substring of the error; "" = valid
+	}{
+		{"base is valid", base(), ""},
+		{"the zero state is valid (no sessions)", Desired{}, ""},
+		{"keepalive above the default hold time", edit(func(d *Desired) { d.Peers[0].KeepaliveTime = 91 * time.Second }), "keepalive"},
+		{"IPv6 prefix over IPv4 session without IPv6 next hop", edit(func(d *Desired) { d.Peers[0].NextHopV6 = netip.Addr{} }),
+			"bgp peer 192.0.2.2: IPv6 prefix 2001:db8:ff::10/128 over an IPv4 session needs an IPv6 next hop"},
+		{"IPv4 prefix over IPv6 session without IPv4 next hop", edit(func(d *Desired) {
+			d.Peers = append(d.Peers, Peer{Address: rtr6, ASN: 1, Advertisements: []Advertisement{{Prefix: pfxA}}})
+		}), "bgp peer 2001:db8::3: IPv4 prefix 203.0.113.10/32 over an IPv6 session needs an IPv4 next hop"},
+		{"router ID", edit(func(d *Desired) { d.Global.RouterID = nh6 }), "router ID"},
+		{"duplicate peer", edit(func(d *Desired) { d.Peers[1].Address = rtr1 }), "bgp peer 192.0.2.2: listed twice"},
+		{"no local ASN", edit(func(d *Desired) { d.Global.ASN = 0 }), "bgp peer 192.0.2.2: no local ASN"},
+		{"source of the wrong family", edit(func(d *Desired) { d.Peers[0].SourceAddress = nh6 }), "source address"},
+		{"hold time below 3s", edit(func(d *Desired) { d.Peers[0].HoldTime = 2 * time.Second }), "hold time"},
+		{"keepalive above hold", edit(func(d *Desired) {
+			d.Peers[0].HoldTime, d.Peers[0].KeepaliveTime = 3*time.Second, 4*time.Second
+		}), "keepalive"},
+		{"unmasked prefix", edit(func(d *Desired) {
+			d.Peers[1].Advertisements[0].Prefix = netip.MustParsePrefix("203.0.113.10/24")
+		}), "not a valid masked prefix"},
+		{"prefix twice", edit(func(d *Desired) {
+			d.Peers[1].Advertisements = append(d.Peers[1].Advertisements, Advertisement{Prefix: pfxA})
+		}), "advertised twice"},
+		{"listen port with several peers needs sources", edit(func(d *Desired) { d.Global.ListenPort = 1179 }), "listen port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.d.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseCommunities(t *testing.T) {
+	c, err := ParseCommunity("65000:100")
+	if err != nil || c != 65000<<16|100 || c.String() != "65000:100" {
+		t.Errorf("ParseCommunity: %v %v", c, err)
+	}
+	if c, _ := ParseCommunity("no-export"); c != 0xFFFFFF01 {
+		t.Errorf("no-export = %x", uint32(c))
+	}
+	for _, bad := range []string{"65000", "70000:1", "1:70000", "a:b"} {
+		if _, err := ParseCommunity(bad); err == nil {
+			t.Errorf("ParseCommunity(%q) accepted", bad)
+		}
+	}
+	l, err := ParseLargeCommunity("64500:1:4294967295")
+	if err != nil || l != (LargeCommunity{64500, 1, 4294967295}) || l.String() != "64500:1:4294967295" {
+		t.Errorf("ParseLargeCommunity: %v %v", l, err)
+	}
+	if _, err := ParseLargeCommunity("1:2"); err == nil {
+		t.Error("ParseLargeCommunity(1:2) accepted")
+	}
+}
+
+// BenchmarkDiff diffs 1,000 prefixes over 4 peers where one community
+// changes on every prefix of one peer.
+func BenchmarkDiff(b *testing.B) {
+	mk := func(extra Community) Desired {
+		d := Desired{Global: Global{RouterID: netip.MustParseAddr("192.0.2.1"), ASN: 64500}}
+		for p := 0; p < 4; p++ {
+			peer := Peer{Address: netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + p)}), ASN: 64501}
+			for i := 0; i < 1000; i++ {
+				cs := []Community{65000<<16 | 1}
+				if p == 0 && extra != 0 {
+					cs = append(cs, extra)
+				}
+				peer.Advertisements = append(peer.Advertisements, Advertisement{
+					Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(p), byte(i >> 8), byte(i)}), 32), Communities: cs})
+			}
+			d.Peers = append(d.Peers, peer)
+		}
+		return d
+	}
+	old, next := mk(0), mk(65000<<16|2)
+	b.ReportAllocs()
+	for b.Loop() {
+		p := Diff(old, next)
+		if len(p.Update) != 1 || len(p.Update[0].Update) != 1000 {
+			b.Fatalf("plan: %d updates", len(p.Update))
+		}
+	}
+}

@@ -1,0 +1,71 @@
+// Package bgp advertises prefixes to BGP routers from an embedded GoBGP v3
+// server, fed with the whole desired state (Desired) and converging to it.
+//
+// # One GoBGP server per peer
+//
+// GoBGP v3 has per-neighbour policies only for route-server clients; for
+// ordinary neighbours every export decision would go through one global
+// policy with neighbour-set conditions and a soft reset after each change.
+// Instead the Manager gives every peer its own GoBGP server (same router
+// ID, the peer's local AS) whose RIB holds exactly the routes of that peer,
+// with that peer's attributes and next hops. Per-peer prefix sets and
+// attributes are then plain AddPath/DeletePath calls, and one peer's
+// change never touches another session. Servers are started once and
+// pooled by (router ID, local AS, listen port and address): GoBGP's Serve
+// loop never returns, and StartBgp writes package variables that the other
+// servers read.
+//
+// # Diff and apply
+//
+// Set validates the desired state (refusing all of it on any problem),
+// normalizes it (sorting, defaults) and computes a Plan with Diff, a pure
+// function:
+//
+//   - a new peer gets a session with all its routes;
+//   - a gone peer is torn down: its routes are withdrawn, then the session
+//     is closed with a Cease NOTIFICATION; other sessions are untouched;
+//   - a peer whose session settings changed (ASN, local ASN, router ID,
+//     port, source address, timers, password, multihop, graceful restart,
+//     listen port) is re-created: only that session;
+//   - a kept peer gets only route changes: new and changed routes are sent
+//     with AddPath, which replaces the route in place (one UPDATE, no
+//     withdraw in between), and gone prefixes are withdrawn.
+//
+// # Next hops
+//
+// A prefix of the session's own family gets NextHopV4/NextHopV6 of its
+// family if set, else the session's SourceAddress, else the session's
+// local address (filled in by GoBGP). A prefix of the other family (IPv6
+// over an IPv4 session, or IPv4 over IPv6) must have NextHopV6/NextHopV4
+// set: the session's address cannot serve, and Validate refuses the
+// state otherwise. IPv6 routes travel in MP_REACH_NLRI (RFC 4760); IPv4
+// routes over IPv6 sessions use a plain IPv4 next hop (no RFC 8950).
+// Both unicast families are configured on every session.
+//
+// # Attributes
+//
+// Standard and large communities are sent as given (sorted, without
+// duplicates). LocalPref is sent to iBGP peers only (the peer's ASN equals
+// the session's local ASN); for eBGP peers it is ignored and the reason is
+// logged.
+//
+// # Nothing is imported
+//
+// Every server has a global import policy that rejects every route:
+// routes the routers send or reflect back never enter a RIB.
+//
+// # Listening
+//
+// With Global.ListenPort 0 no socket is opened and every session is
+// active. With a port, each peer's server listens on the peer's
+// SourceAddress (required, and distinct, when there are several peers).
+//
+// # Observability
+//
+// Peers returns each session's state, uptime and last error; Watch
+// delivers every change; Stats gives the prefixes advertised and the
+// UPDATE and NOTIFICATION counters. Close withdraws everything and closes
+// every session with a Cease NOTIFICATION.
+//
+// docs/bgp.md has the whole story, with the tests against gobgpd and FRR.
+package bgp
