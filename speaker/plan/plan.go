@@ -36,6 +36,9 @@ type Node struct {
 	// Excluded is true when the node carries the label
 	// node.kubernetes.io/exclude-from-external-load-balancers.
 	Excluded bool
+	// Addrs are the node's InternalIP addresses in status order. The first
+	// IPv4 one is the default BGP router ID.
+	Addrs []netip.Addr
 }
 
 // Inputs are everything a plan depends on. Compute does not modify them.
@@ -48,7 +51,7 @@ type Inputs struct {
 	// ineligible (the caller has a bug; no order-dependent choice is made).
 	Nodes []Node
 	// Alive are the node names of the speakers memberlist sees alive
-	// (this speaker included).
+	// (this speaker included). BGP ignores it.
 	Alive []string
 }
 
@@ -102,17 +105,29 @@ type Result struct {
 	// L2Skipped is every address of a Service that is not announced over
 	// layer 2, sorted by address.
 	L2Skipped []L2Skipped
+	// BGPSkipped is every address of a Service that no node advertises
+	// over BGP, sorted by address.
+	BGPSkipped []BGPSkipped
+	// BGPIssues are findings about the BGP configuration applied to this
+	// cluster, sorted by reason, advertisement, peer, node, prefix and
+	// address.
+	BGPIssues []BGPIssue
+
+	// bgp is the BGP plan of every node, expanded by For.
+	bgp *bgpPlan
 }
 
 // Desired is what one node must announce.
 type Desired struct {
 	// L2 are the addresses the node answers ARP/NDP for, sorted by address.
 	L2 []L2Announcement
+	// BGP are the node's sessions and the routes it advertises.
+	BGP BGPDesired
 }
 
 // For returns what node must announce.
 func (r Result) For(node string) Desired {
-	var d Desired
+	d := Desired{BGP: r.bgp.forNode(node)}
 	for _, a := range r.L2 {
 		if a.Node == node {
 			d.L2 = append(d.L2, a)
@@ -130,7 +145,8 @@ func (r Result) L2Winner(a netip.Addr) (L2Announcement, bool) {
 	return r.L2[i], true
 }
 
-// Compute plans the layer 2 announcements of the whole cluster. It is a pure
+// Compute plans the layer 2 announcements and the BGP sessions and routes
+// of the whole cluster. It is a pure
 // function of its input: the result does not depend on the order of any
 // slice in it.
 func Compute(in Inputs) Result {
@@ -146,7 +162,9 @@ func Compute(in Inputs) Result {
 	addrs, held := newAddrTable(in.Services)
 	n := addrs.len()
 	if n == 0 {
-		return Result{}
+		var res Result
+		res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, bgpInput{addrs: addrs, pools: pools})
+		return res
 	}
 
 	w := ns.words
@@ -285,6 +303,7 @@ func Compute(in Inputs) Result {
 	}
 	allKeys := make([]string, 0, len(holds))
 	wantKeys := make([]string, 0, len(holds))
+	x := bgpInput{addrs: addrs, pools: pools, wantOf: make([][]string, n), allOf: make([][]string, n)}
 	for i := range n {
 		a0, w0 := len(allKeys), len(wantKeys)
 		for _, si := range byAddr[start[i]:start[i+1]] {
@@ -297,6 +316,10 @@ func Compute(in Inputs) Result {
 			}
 		}
 		all := allKeys[a0:len(allKeys):len(allKeys)]
+		x.allOf[i] = all
+		if len(wantKeys) > w0 {
+			x.wantOf[i] = wantKeys[w0:len(wantKeys):len(wantKeys)]
+		}
 		var reason Reason
 		switch d := dec[i]; d {
 		case decNotInPool:
@@ -318,6 +341,7 @@ func Compute(in Inputs) Result {
 		}
 		res.L2Skipped = append(res.L2Skipped, L2Skipped{addrs.addr(i), all, reason})
 	}
+	res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, x)
 	return res
 }
 
