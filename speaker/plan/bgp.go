@@ -195,6 +195,8 @@ type bgpAdv struct {
 	nodes      []uint64 // the qualifying nodes it selects
 	// peerNodes are the nodes with a session to one of its peers.
 	peerNodes []uint64
+	// peerMask is the bitset of its peers.
+	peerMask []uint64
 }
 
 type bgpAddr struct {
@@ -223,16 +225,21 @@ func empty(set []uint64) bool {
 // bgpInput is what the layer 2 part of Compute has worked out already.
 type bgpInput struct {
 	addrs addrTable
-	pools *poolTable
+	// poolOf[i] is the index of address i's pool (in Config.Pools), or -1.
+	poolOf []int32
+	// holds are the (address, Service) pairs, in Service order.
+	holds []holding
 	// wantOf[i] are the keys of the Services with endpoints holding address
-	// i; allOf[i] of every Service holding it.
+	// i; allOf[i] of every Service holding it. Both are nil when the
+	// configuration has no BGPAdvertisement.
 	wantOf, allOf [][]string
 }
 
 // computeBGP plans the BGP sessions and routes of every node.
 func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipped, []BGPIssue) {
 	p := &bgpPlan{}
-	var issues []BGPIssue
+	// Issues by reason, each list made in its sorted order.
+	var aggIssues, prefIssues, idIssues []BGPIssue
 
 	// Nodes listed once, sorted. eligible: may advertise.
 	seen := make(map[string]int, len(in.Nodes))
@@ -299,7 +306,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 				continue
 			}
 			if !s.RouterID.IsValid() && !p.routerID[k].IsValid() {
-				issues = append(issues, BGPIssue{Reason: NoRouterID, Peer: cp.Name, Node: nd.Name})
+				idIssues = append(idIssues, BGPIssue{Reason: NoRouterID, Peer: cp.Name, Node: nd.Name})
 				continue
 			}
 			bs[k/64] |= 1 << (k % 64)
@@ -340,10 +347,12 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 			slices.Sort(a.peers)
 			a.peers = slices.Compact(a.peers)
 		}
+		a.peerMask = make([]uint64, (len(peers)+63)/64)
 		for _, pi := range a.peers {
+			a.peerMask[pi/64] |= 1 << (pi % 64)
 			or(a.peerNodes, p.sessions[int(pi)*w:int(pi+1)*w])
 			if a.localPref != 0 && !p.peers[pi].IBGP() {
-				issues = append(issues, BGPIssue{Reason: LocalPrefNotSent, Advertisement: a.name, Peer: p.peers[pi].Name})
+				prefIssues = append(prefIssues, BGPIssue{Reason: LocalPrefNotSent, Advertisement: a.name, Peer: p.peers[pi].Name})
 			}
 		}
 		for _, c := range ca.Communities {
@@ -362,41 +371,43 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 		}
 	}
 
+	if len(advs) == 0 {
+		// BGP is not in use: no address is skipped for want of it.
+		return p, nil, idIssues
+	}
+
 	// Every address: its qualifying nodes, then its advertising nodes.
 	n := x.addrs.len()
-	qual := make([]uint64, n*w)
+	qual := make([]uint64, 2*n*w)
+	qual, by := qual[:n*w:n*w], qual[n*w:]
 	for i := range n {
 		copy(qual[i*w:(i+1)*w], eligible)
 	}
 	scratch := make([]uint64, w)
-	var idx []int32
-	for si := range in.Services {
-		s := &in.Services[si]
+	last := int32(-1)
+	for _, h := range x.holds {
+		s := &in.Services[h.svc]
 		if !s.Local || len(s.EndpointNodes) == 0 {
 			continue
 		}
-		clear(scratch)
-		for _, e := range s.EndpointNodes {
-			if k, ok := index[e]; ok {
-				scratch[k/64] |= 1 << (k % 64)
+		if h.svc != last {
+			last = h.svc
+			clear(scratch)
+			for _, e := range s.EndpointNodes {
+				if k, ok := index[e]; ok {
+					scratch[k/64] |= 1 << (k % 64)
+				}
 			}
 		}
-		idx = idx[:0]
-		for _, a := range s.Addrs {
-			if j := x.addrs.index(a); j >= 0 && !slices.Contains(idx, j) {
-				idx = append(idx, j)
-				and(qual[int(j)*w:int(j+1)*w], scratch)
-			}
-		}
+		and(qual[int(h.addr)*w:int(h.addr+1)*w], scratch)
 	}
 	var skipped []BGPSkipped
-	by := make([]uint64, n*w)
-	pool := make([]int32, n)
+	p.addrs = make([]bgpAddr, 0, n)
+	pool := x.poolOf
 	sel := make([]uint64, w)
 	for i := range n {
 		q, b := qual[i*w:(i+1)*w:(i+1)*w], by[i*w:(i+1)*w:(i+1)*w]
-		pl := x.pools.lookup(x.addrs.addr(i))
-		pool[i] = int32(pl)
+		pl := int(pool[i])
 		reason := Reason("")
 		switch {
 		case pl < 0:
@@ -451,10 +462,14 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 		}
 		return out
 	}
+	covers := make([]bool, len(cfg.Pools))
 	for ai := range p.advs {
 		a := &p.advs[ai]
 		if a.len4 == 32 && a.len6 == 128 {
 			continue
+		}
+		for pl := range cfg.Pools {
+			covers[pl] = slices.Contains(advsOf[pl], int32(ai))
 		}
 		var run []int
 		flush := func() {
@@ -472,7 +487,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 				}
 				if bad {
 					pfx := aggregate(x.addrs.addr(i), a)
-					issues = append(issues, BGPIssue{Reason: LocalAggregated, Advertisement: a.name,
+					aggIssues = append(aggIssues, BGPIssue{Reason: LocalAggregated, Advertisement: a.name,
 						Prefix: pfx, Addr: x.addrs.addr(i), Services: localOnly(x.wantOf[i])})
 				}
 			}
@@ -480,7 +495,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 		}
 		var cur netip.Prefix
 		for i := range n {
-			if pool[i] < 0 || len(x.wantOf[i]) == 0 || !slices.Contains(advsOf[pool[i]], int32(ai)) {
+			if pool[i] < 0 || len(x.wantOf[i]) == 0 || !covers[pool[i]] {
 				continue
 			}
 			pfx := aggregate(x.addrs.addr(i), a)
@@ -495,8 +510,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 		}
 		flush()
 	}
-	slices.SortFunc(issues, cmpIssue)
-	return p, skipped, issues
+	return p, skipped, slices.Concat(aggIssues, prefIssues, idIssues)
 }
 
 // aggregate is the prefix advertisement a announces for address addr.
@@ -544,12 +558,12 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 		return d
 	}
 	w := p.words
-	up := make([]bool, len(p.peers))
+	up := make([]uint64, (len(p.peers)+63)/64)
 	for pi, s := range p.peers {
 		if !has(p.sessions[pi*w:(pi+1)*w], k) {
 			continue
 		}
-		up[pi] = true
+		up[pi/64] |= 1 << (pi % 64)
 		if !s.RouterID.IsValid() {
 			s.RouterID = p.routerID[k]
 		}
@@ -558,87 +572,182 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 	if len(d.Sessions) == 0 {
 		return d
 	}
+	// The advertisements that apply here: they select the node and send
+	// to one of its peers.
+	live := make([]bool, len(p.advs))
+	for ai := range p.advs {
+		a := &p.advs[ai]
+		if !has(a.nodes, k) {
+			continue
+		}
+		for j := range up {
+			live[ai] = live[ai] || a.peerMask[j]&up[j] != 0
+		}
+	}
 
-	// One contribution per (prefix, peer, advertisement, address).
+	// One contribution per (address, advertisement): the address
+	// qualifies here (by implies qual) and the advertisement applies.
 	type contrib struct {
 		prefix    netip.Prefix
-		peer, adv int32
-		addr      int32
+		adv, addr int32
 	}
-	var cs []contrib
+	cs := make([]contrib, 0, len(p.addrs))
 	for i := range p.addrs {
 		a := &p.addrs[i]
 		if !has(a.by, k) {
 			continue
 		}
 		for _, ai := range a.advs {
-			adv := &p.advs[ai]
-			if !has(adv.nodes, k) {
-				continue
-			}
-			pfx := aggregate(a.addr, adv)
-			for _, pi := range adv.peers {
-				if up[pi] {
-					cs = append(cs, contrib{pfx, pi, ai, int32(i)})
-				}
+			if live[ai] {
+				cs = append(cs, contrib{aggregate(a.addr, &p.advs[ai]), ai, int32(i)})
 			}
 		}
 	}
 	slices.SortFunc(cs, func(a, b contrib) int {
-		return cmp.Or(cmpPrefix(a.prefix, b.prefix), cmp.Compare(a.peer, b.peer),
-			cmp.Compare(a.adv, b.adv), cmp.Compare(a.addr, b.addr))
+		return cmp.Or(cmpPrefix(a.prefix, b.prefix), cmp.Compare(a.adv, b.adv), cmp.Compare(a.addr, b.addr))
 	})
 
-	// Merge each (prefix, peer), then give peers of a prefix with equal
-	// attributes one route.
-	var advs, addrs []int32
-	first := 0 // index in d.Routes of the current prefix's first route
+	// Per prefix: each peer gets the advertisements of the prefix that
+	// send to it; peers whose merged attributes are equal share a route.
+	type group struct {
+		set   []int32 // advertisements, ascending
+		ibgp  bool
+		peers []int32
+		route BGPRoute
+	}
+	var (
+		groups  []group
+		advIdx  []int32 // the run's advertisements
+		bounds  []int   // advIdx[j]'s addresses are run[bounds[j]:bounds[j+1]]
+		setBuf  []int32
+		addrBuf []int32
+		key     []byte
+		peerBuf []string
+		cache   = map[string]*BGPRoute{} // merged attributes by (set, ibgp)
+	)
+	d.Routes = make([]BGPRoute, 0, len(cs))
 	for lo := 0; lo < len(cs); {
 		hi := lo + 1
-		for hi < len(cs) && cs[hi].prefix == cs[lo].prefix && cs[hi].peer == cs[lo].peer {
+		for hi < len(cs) && cs[hi].prefix == cs[lo].prefix {
 			hi++
 		}
-		advs, addrs = advs[:0], addrs[:0]
-		for _, c := range cs[lo:hi] {
-			if len(advs) == 0 || advs[len(advs)-1] != c.adv {
-				advs = append(advs, c.adv)
-			}
-			addrs = append(addrs, c.addr)
-		}
-		r := p.attributes(advs, addrs, p.peers[cs[lo].peer].IBGP())
-		r.Prefix = cs[lo].prefix
-		peer := p.peers[cs[lo].peer].Name
-		if lo == 0 || cs[lo-1].prefix != r.Prefix {
-			first = len(d.Routes)
-		}
-		merged := false
-		for j := first; j < len(d.Routes); j++ {
-			if o := &d.Routes[j]; sameAttributes(o, &r) {
-				o.Peers = append(o.Peers, peer)
-				merged = true
-				break
-			}
-		}
-		if !merged {
-			r.Peers = []string{peer}
-			d.Routes = append(d.Routes, r)
-		}
+		run := cs[lo:hi]
 		lo = hi
+		advIdx, bounds = advIdx[:0], bounds[:0]
+		for j := range run {
+			if j == 0 || run[j].adv != run[j-1].adv {
+				advIdx = append(advIdx, run[j].adv)
+				bounds = append(bounds, j)
+			}
+		}
+		bounds = append(bounds, len(run))
+
+		groups, setBuf = groups[:0], setBuf[:0]
+		for wi, word := range up {
+			for word != 0 {
+				pi := int32(wi*64 + bits.TrailingZeros64(word))
+				word &= word - 1
+				s0 := len(setBuf)
+				for _, ai := range advIdx {
+					if has(p.advs[ai].peerMask, int(pi)) {
+						setBuf = append(setBuf, ai)
+					}
+				}
+				if len(setBuf) == s0 {
+					continue
+				}
+				set, ibgp := setBuf[s0:len(setBuf):len(setBuf)], p.peers[pi].IBGP()
+				found := false
+				for g := range groups {
+					if groups[g].ibgp == ibgp && slices.Equal(groups[g].set, set) {
+						groups[g].peers = append(groups[g].peers, pi)
+						setBuf = setBuf[:s0]
+						found = true
+						break
+					}
+				}
+				if !found {
+					groups = append(groups, group{set: set, ibgp: ibgp, peers: []int32{pi}})
+				}
+			}
+		}
+
+		// Attributes of each group, then one route per distinct attributes.
+		first := len(d.Routes)
+		for g := range groups {
+			gr := &groups[g]
+			key = key[:0]
+			for _, ai := range gr.set {
+				key = append(key, byte(ai>>24), byte(ai>>16), byte(ai>>8), byte(ai))
+			}
+			if gr.ibgp {
+				key = append(key, 1)
+			}
+			attrs := cache[string(key)]
+			if attrs == nil {
+				attrs = p.attributes(gr.set, gr.ibgp)
+				cache[string(key)] = attrs
+			}
+			gr.route = *attrs
+			gr.route.Prefix = run[0].prefix
+			addrBuf = addrBuf[:0]
+			for j, ai := range advIdx {
+				if slices.Contains(gr.set, ai) {
+					for _, c := range run[bounds[j]:bounds[j+1]] {
+						addrBuf = append(addrBuf, c.addr)
+					}
+				}
+			}
+			gr.route.Services = p.services(addrBuf)
+			merged := false
+			for o := first; o < len(d.Routes); o++ {
+				if sameAttributes(&d.Routes[o], &gr.route) {
+					// Peers of equal attributes: fold g into the earlier
+					// group (sorted again below).
+					for h := range g {
+						if sameAttributes(&groups[h].route, &gr.route) && groups[h].peers != nil {
+							groups[h].peers = append(groups[h].peers, gr.peers...)
+							break
+						}
+					}
+					gr.peers = nil
+					merged = true
+					break
+				}
+			}
+			if !merged {
+				d.Routes = append(d.Routes, gr.route)
+			}
+		}
+		r := first
+		for g := range groups {
+			gr := &groups[g]
+			if gr.peers == nil {
+				continue
+			}
+			slices.Sort(gr.peers)
+			p0 := len(peerBuf)
+			for _, pi := range gr.peers {
+				peerBuf = append(peerBuf, p.peers[pi].Name)
+			}
+			d.Routes[r].Peers = peerBuf[p0:len(peerBuf):len(peerBuf)]
+			r++
+		}
 	}
 	return d
 }
 
-// attributes merges the advertisements advs (sorted, distinct) and the
-// addresses addrs (sorted, may repeat) of one prefix towards one peer.
-func (p *bgpPlan) attributes(advs, addrs []int32, ibgp bool) BGPRoute {
-	var r BGPRoute
-	if len(advs) == 1 {
-		a := &p.advs[advs[0]]
+// attributes merges the communities and localPref of the advertisements
+// in set (ascending, distinct) for an iBGP or an eBGP peer.
+func (p *bgpPlan) attributes(set []int32, ibgp bool) *BGPRoute {
+	r := &BGPRoute{}
+	if len(set) == 1 {
+		a := &p.advs[set[0]]
 		r.Communities, r.LargeCommunities, r.LocalPref = a.stdStr, a.largeStr, a.localPref
 	} else {
 		var std []uint32
 		var large [][3]uint32
-		for _, ai := range advs {
+		for _, ai := range set {
 			a := &p.advs[ai]
 			std = append(std, a.std...)
 			large = append(large, a.large...)
@@ -650,17 +759,23 @@ func (p *bgpPlan) attributes(advs, addrs []int32, ibgp bool) BGPRoute {
 	if !ibgp {
 		r.LocalPref = 0
 	}
+	return r
+}
+
+// services returns the keys of the Services of the addresses addrs
+// (indices into p.addrs, possibly repeated), sorted.
+func (p *bgpPlan) services(addrs []int32) []string {
+	slices.Sort(addrs)
 	addrs = slices.Compact(addrs)
 	if len(addrs) == 1 {
-		r.Services = p.addrs[addrs[0]].services
-	} else {
-		for _, i := range addrs {
-			r.Services = append(r.Services, p.addrs[i].services...)
-		}
-		slices.Sort(r.Services)
-		r.Services = slices.Clip(slices.Compact(r.Services))
+		return p.addrs[addrs[0]].services
 	}
-	return r
+	var out []string
+	for _, i := range addrs {
+		out = append(out, p.addrs[i].services...)
+	}
+	slices.Sort(out)
+	return slices.Clip(slices.Compact(out))
 }
 
 func sameAttributes(a, b *BGPRoute) bool {

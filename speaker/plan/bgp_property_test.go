@@ -276,11 +276,18 @@ func allNames(in Inputs) []string {
 // reference on random inputs.
 func TestBGPMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	routes, merged := 0, 0
+	routes, merged, issues := 0, 0, 0
 	for i := range rounds * 5 {
 		in := gen(r)
 		addBGP(r, &in)
 		res := Compute(in)
+		if !slices.IsSortedFunc(res.BGPIssues, cmpIssue) {
+			t.Fatalf("round %d: issues out of order: %v", i, res.BGPIssues)
+		}
+		if !slices.IsSortedFunc(res.BGPSkipped, func(a, b BGPSkipped) int { return a.Addr.Compare(b.Addr) }) {
+			t.Fatalf("round %d: skipped out of order", i)
+		}
+		issues += len(res.BGPIssues)
 		for _, n := range allNames(in) {
 			got, want := res.For(n).BGP, referenceBGP(in, n)
 			if !slices.Equal(got.Sessions, want.Sessions) {
@@ -297,8 +304,8 @@ func TestBGPMatchesReference(t *testing.T) {
 			}
 		}
 	}
-	if routes < 1000 || merged < 100 {
-		t.Errorf("the random inputs are too tame: %d routes, %d with several Services", routes, merged)
+	if routes < 1000 || merged < 100 || issues < 100 {
+		t.Errorf("the random inputs are too tame: %d routes, %d with several Services, %d issues", routes, merged, issues)
 	}
 }
 

@@ -206,9 +206,12 @@ func TestBGPRules(t *testing.T) {
 			svc("d/c", addrList("10.2.0.1"), "n1")},
 		skipped: []string{"10.2.0.1 -NoBGPAdvertisement d/c", "172.16.0.1 -NotInPool d/a", "192.168.1.7 -NotInPool d/b"},
 	}, {
-		name:    "nil config advertises nothing",
-		svcs:    []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
-		skipped: []string{"10.0.0.1 -NotInPool d/a"},
+		name: "nil config: BGP is not in use, nothing is advertised or skipped",
+		svcs: []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+	}, {
+		name: "no BGPAdvertisement: BGP is not in use, nothing is skipped",
+		cfg:  bconf(pools, both),
+		svcs: []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
 	}, {
 		name: "peers: an advertisement sends only to the peers it names; unknown names are ignored",
 		cfg:  bconf(pools, both, badv("b", all, toPeers("p-e", "gone"))),

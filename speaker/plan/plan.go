@@ -163,7 +163,7 @@ func Compute(in Inputs) Result {
 	n := addrs.len()
 	if n == 0 {
 		var res Result
-		res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, bgpInput{addrs: addrs, pools: pools})
+		res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, bgpInput{addrs: addrs})
 		return res
 	}
 
@@ -181,10 +181,6 @@ func Compute(in Inputs) Result {
 		bits[i] = ^uint64(0)
 	}
 	cand, comp := bits[:n*w], bits[n*w:]
-	type holding struct {
-		addr int32
-		svc  int32
-	}
 	holds := make([]holding, 0, held)
 	scratch := make([]uint64, w)
 	var idx []int32
@@ -303,7 +299,10 @@ func Compute(in Inputs) Result {
 	}
 	allKeys := make([]string, 0, len(holds))
 	wantKeys := make([]string, 0, len(holds))
-	x := bgpInput{addrs: addrs, pools: pools, wantOf: make([][]string, n), allOf: make([][]string, n)}
+	x := bgpInput{addrs: addrs, poolOf: poolOf, holds: holds}
+	if len(cfg.BGPAdvertisements) > 0 {
+		x.wantOf, x.allOf = make([][]string, n), make([][]string, n)
+	}
 	for i := range n {
 		a0, w0 := len(allKeys), len(wantKeys)
 		for _, si := range byAddr[start[i]:start[i+1]] {
@@ -316,9 +315,11 @@ func Compute(in Inputs) Result {
 			}
 		}
 		all := allKeys[a0:len(allKeys):len(allKeys)]
-		x.allOf[i] = all
-		if len(wantKeys) > w0 {
-			x.wantOf[i] = wantKeys[w0:len(wantKeys):len(wantKeys)]
+		if x.allOf != nil {
+			x.allOf[i] = all
+			if len(wantKeys) > w0 {
+				x.wantOf[i] = wantKeys[w0:len(wantKeys):len(wantKeys)]
+			}
 		}
 		var reason Reason
 		switch d := dec[i]; d {
@@ -343,6 +344,13 @@ func Compute(in Inputs) Result {
 	}
 	res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, x)
 	return res
+}
+
+// holding says that Service svc holds address addr (indices into
+// Inputs.Services and the addrTable).
+type holding struct {
+	addr int32
+	svc  int32
 }
 
 // find returns the root of i's component, halving paths on the way.
