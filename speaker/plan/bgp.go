@@ -201,6 +201,7 @@ type bgpAdv struct {
 
 type bgpAddr struct {
 	addr     netip.Addr
+	key      prefixKey // addr as a host prefix
 	services []string
 	// advs are the advertisements of the address's pool, sorted.
 	advs []int32
@@ -437,7 +438,8 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 			skipped = append(skipped, BGPSkipped{x.addrs.addr(i), x.allOf[i], reason})
 			continue
 		}
-		p.addrs = append(p.addrs, bgpAddr{x.addrs.addr(i), x.wantOf[i], advsOf[pl], q, b})
+		a := x.addrs.addr(i)
+		p.addrs = append(p.addrs, bgpAddr{a, hostKey(a), x.wantOf[i], advsOf[pl], q, b})
 	}
 
 	// Aggregates advertised by nodes without an endpoint of a Local
@@ -511,6 +513,45 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 		flush()
 	}
 	return p, skipped, slices.Concat(aggIssues, prefIssues, idIssues)
+}
+
+// prefixKey is a prefix as integers, ordered as cmpPrefix orders
+// netip.Prefix values: IPv4 first, then by address, then by length.
+type prefixKey struct {
+	v6     bool
+	bits   uint8
+	hi, lo uint64
+}
+
+func hostKey(a netip.Addr) prefixKey {
+	if a.Is4() {
+		return prefixKey{bits: 32, lo: uint64(be4(a))}
+	}
+	x := split16(a)
+	return prefixKey{v6: true, bits: 128, hi: x.hi, lo: x.lo}
+}
+
+// mask returns the prefix advertisement a announces for the host prefix k.
+func (k prefixKey) mask(a *bgpAdv) prefixKey {
+	if !k.v6 {
+		l := a.len4
+		return prefixKey{bits: uint8(l), lo: k.lo & (0xFFFFFFFF << (32 - l)) & 0xFFFFFFFF}
+	}
+	l := a.len6
+	if l >= 64 {
+		return prefixKey{v6: true, bits: uint8(l), hi: k.hi, lo: k.lo & (^uint64(0) << (128 - l))}
+	}
+	return prefixKey{v6: true, bits: uint8(l), hi: k.hi & (^uint64(0) << (64 - l))}
+}
+
+func (k prefixKey) compare(o prefixKey) int {
+	if k.v6 != o.v6 {
+		if k.v6 {
+			return 1
+		}
+		return -1
+	}
+	return cmp.Or(cmp.Compare(k.hi, o.hi), cmp.Compare(k.lo, o.lo), cmp.Compare(k.bits, o.bits))
 }
 
 // aggregate is the prefix advertisement a announces for address addr.
@@ -588,7 +629,7 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 	// One contribution per (address, advertisement): the address
 	// qualifies here (by implies qual) and the advertisement applies.
 	type contrib struct {
-		prefix    netip.Prefix
+		prefix    prefixKey
 		adv, addr int32
 	}
 	cs := make([]contrib, 0, len(p.addrs))
@@ -599,33 +640,44 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 		}
 		for _, ai := range a.advs {
 			if live[ai] {
-				cs = append(cs, contrib{aggregate(a.addr, &p.advs[ai]), ai, int32(i)})
+				cs = append(cs, contrib{a.key.mask(&p.advs[ai]), ai, int32(i)})
 			}
 		}
 	}
 	slices.SortFunc(cs, func(a, b contrib) int {
-		return cmp.Or(cmpPrefix(a.prefix, b.prefix), cmp.Compare(a.adv, b.adv), cmp.Compare(a.addr, b.addr))
+		return cmp.Or(a.prefix.compare(b.prefix), cmp.Compare(a.adv, b.adv), cmp.Compare(a.addr, b.addr))
 	})
 
 	// Per prefix: each peer gets the advertisements of the prefix that
 	// send to it; peers whose merged attributes are equal share a route.
 	type group struct {
-		set   []int32 // advertisements, ascending
-		ibgp  bool
-		peers []int32
+		set  []int32 // advertisements, ascending
+		ibgp bool
+		// root is the group whose route this group's peers join (itself
+		// unless an earlier group has equal attributes).
+		root  int
 		route BGPRoute
 	}
 	var (
 		groups  []group
+		assign  []int32 // per peer of the prefix, in peer order: its group
+		apeer   []int32 // those peers
 		advIdx  []int32 // the run's advertisements
 		bounds  []int   // advIdx[j]'s addresses are run[bounds[j]:bounds[j+1]]
 		setBuf  []int32
 		addrBuf []int32
 		key     []byte
-		peerBuf []string
 		cache   = map[string]*BGPRoute{} // merged attributes by (set, ibgp)
 	)
-	d.Routes = make([]BGPRoute, 0, len(cs))
+	prefixes := 0
+	for j := range cs {
+		if j == 0 || cs[j].prefix != cs[j-1].prefix {
+			prefixes++
+		}
+	}
+	// Commonly one route per prefix for iBGP peers and one for eBGP ones.
+	d.Routes = make([]BGPRoute, 0, prefixes*min(len(d.Sessions), 2))
+	peerBuf := make([]string, 0, prefixes*len(d.Sessions))
 	for lo := 0; lo < len(cs); {
 		hi := lo + 1
 		for hi < len(cs) && cs[hi].prefix == cs[lo].prefix {
@@ -642,7 +694,7 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 		}
 		bounds = append(bounds, len(run))
 
-		groups, setBuf = groups[:0], setBuf[:0]
+		groups, setBuf, assign, apeer = groups[:0], setBuf[:0], assign[:0], apeer[:0]
 		for wi, word := range up {
 			for word != 0 {
 				pi := int32(wi*64 + bits.TrailingZeros64(word))
@@ -657,23 +709,19 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 					continue
 				}
 				set, ibgp := setBuf[s0:len(setBuf):len(setBuf)], p.peers[pi].IBGP()
-				found := false
-				for g := range groups {
-					if groups[g].ibgp == ibgp && slices.Equal(groups[g].set, set) {
-						groups[g].peers = append(groups[g].peers, pi)
-						setBuf = setBuf[:s0]
-						found = true
-						break
-					}
+				g := slices.IndexFunc(groups, func(g group) bool { return g.ibgp == ibgp && slices.Equal(g.set, set) })
+				if g < 0 {
+					g = len(groups)
+					groups = append(groups, group{set: set, ibgp: ibgp, root: g})
+				} else {
+					setBuf = setBuf[:s0]
 				}
-				if !found {
-					groups = append(groups, group{set: set, ibgp: ibgp, peers: []int32{pi}})
-				}
+				assign, apeer = append(assign, int32(g)), append(apeer, pi)
 			}
 		}
 
-		// Attributes of each group, then one route per distinct attributes.
-		first := len(d.Routes)
+		// Attributes of each group; a group equal to an earlier one joins
+		// it.
 		for g := range groups {
 			gr := &groups[g]
 			key = key[:0]
@@ -689,7 +737,7 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 				cache[string(key)] = attrs
 			}
 			gr.route = *attrs
-			gr.route.Prefix = run[0].prefix
+			gr.route.Prefix = aggregate(p.addrs[run[0].addr].addr, &p.advs[run[0].adv])
 			addrBuf = addrBuf[:0]
 			for j, ai := range advIdx {
 				if slices.Contains(gr.set, ai) {
@@ -699,39 +747,28 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 				}
 			}
 			gr.route.Services = p.services(addrBuf)
-			merged := false
-			for o := first; o < len(d.Routes); o++ {
-				if sameAttributes(&d.Routes[o], &gr.route) {
-					// Peers of equal attributes: fold g into the earlier
-					// group (sorted again below).
-					for h := range g {
-						if sameAttributes(&groups[h].route, &gr.route) && groups[h].peers != nil {
-							groups[h].peers = append(groups[h].peers, gr.peers...)
-							break
-						}
-					}
-					gr.peers = nil
-					merged = true
+			for h := range g {
+				if groups[h].root == h && sameAttributes(&groups[h].route, &gr.route) {
+					gr.root = h
 					break
 				}
 			}
-			if !merged {
-				d.Routes = append(d.Routes, gr.route)
-			}
 		}
-		r := first
+		// One route per root group, in the order of their first peers;
+		// the peers come in ascending order.
 		for g := range groups {
-			gr := &groups[g]
-			if gr.peers == nil {
+			if groups[g].root != g {
 				continue
 			}
-			slices.Sort(gr.peers)
 			p0 := len(peerBuf)
-			for _, pi := range gr.peers {
-				peerBuf = append(peerBuf, p.peers[pi].Name)
+			for j, a := range assign {
+				if groups[a].root == g {
+					peerBuf = append(peerBuf, p.peers[apeer[j]].Name)
+				}
 			}
-			d.Routes[r].Peers = peerBuf[p0:len(peerBuf):len(peerBuf)]
-			r++
+			r := groups[g].route
+			r.Peers = peerBuf[p0:len(peerBuf):len(peerBuf)]
+			d.Routes = append(d.Routes, r)
 		}
 	}
 	return d
