@@ -238,6 +238,9 @@ type bgpInput struct {
 
 // computeBGP plans the BGP sessions and routes of every node.
 func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipped, []BGPIssue) {
+	if len(cfg.Peers) == 0 && len(cfg.BGPAdvertisements) == 0 {
+		return nil, nil, nil // BGP is not in use
+	}
 	p := &bgpPlan{}
 	// Issues by reason, each list made in its sorted order.
 	var aggIssues, prefIssues, idIssues []BGPIssue
