@@ -77,7 +77,8 @@ type BGPRoute struct {
 	Services []string
 }
 
-// BGPDesired is a node's BGP part of the plan.
+// BGPDesired is a node's BGP part of the plan. Its slices may share memory
+// with each other and with the Result; callers must not modify them.
 type BGPDesired struct {
 	// Sessions are the node's BGP sessions, sorted by name.
 	Sessions []BGPSession
@@ -329,7 +330,10 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 	bits2 := make([]uint64, 2*len(advs)*w)
 	for ai, ca := range advs {
 		a := &p.advs[ai]
-		a.name, a.len4, a.len6, a.localPref = ca.Name, ca.AggregationLength, ca.AggregationLengthV6, ca.LocalPref
+		a.name, a.localPref = ca.Name, ca.LocalPref
+		// config.Parse keeps the lengths in range; a hand-made Config must
+		// not make the planner panic.
+		a.len4, a.len6 = min(max(ca.AggregationLength, 0), 32), min(max(ca.AggregationLengthV6, 0), 128)
 		a.nodes = bits2[2*ai*w : (2*ai+1)*w : (2*ai+1)*w]
 		a.peerNodes = bits2[(2*ai+1)*w : (2*ai+2)*w : (2*ai+2)*w]
 		for k, nd := range keep {

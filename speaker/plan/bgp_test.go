@@ -367,6 +367,25 @@ func TestBGPRules(t *testing.T) {
 					}
 				}
 			}
+			// BGPNodes(a): the nodes with a route covering a that lists a
+			// Service holding a.
+			for _, sv := range tc.svcs {
+				for _, a := range sv.Addrs {
+					var want []string
+					for _, n := range nodes {
+						for _, r := range res.For(n.Name).BGP.Routes {
+							if r.Prefix.Contains(a) && slices.ContainsFunc(tc.svcs, func(o Service) bool {
+								return slices.Contains(o.Addrs, a) && slices.Contains(r.Services, o.Key)
+							}) && !slices.Contains(want, n.Name) {
+								want = append(want, n.Name)
+							}
+						}
+					}
+					if got := res.BGPNodes(a); !slices.Equal(got, want) {
+						t.Errorf("BGPNodes(%s) = %v, the routes say %v", a, got, want)
+					}
+				}
+			}
 			got := res.BGPNodesByService()
 			if len(got) != len(byNode) {
 				t.Errorf("BGPNodesByService = %v, the routes say %v", got, byNode)
@@ -378,6 +397,19 @@ func TestBGPRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBGPOutOfRangeLengths: a Config that config.Parse would not make
+// does not make the planner panic.
+func TestBGPOutOfRangeLengths(t *testing.T) {
+	cfg := bconf([]*config.Pool{pool("p", "10.0.0.0/24", "fd00::/120")}, []*config.Peer{bpeer("r", 1, 1, "192.168.0.254")},
+		badv("a", []string{"p"}, aggr(40, -3)), badv("b", []string{"p"}, aggr(-1, 200)))
+	res := Compute(Inputs{Config: cfg, Nodes: []Node{bnode("n1", "192.168.0.1")},
+		Services: []Service{svc("d/a", addrList("10.0.0.1", "fd00::1"), "n1")}})
+	want := []string{"0.0.0.0/0 r d/a", "10.0.0.1/32 r d/a", "::/0 r d/a", "fd00::1/128 r d/a"}
+	if got := renderRoutes(res.For("n1").BGP); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 

@@ -125,7 +125,8 @@ type Desired struct {
 	BGP BGPDesired
 }
 
-// For returns what node must announce.
+// For returns what node must announce. It only reads r, so several
+// goroutines may call it on one Result.
 func (r Result) For(node string) Desired {
 	d := Desired{BGP: r.bgp.forNode(node)}
 	for _, a := range r.L2 {
