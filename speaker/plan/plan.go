@@ -68,8 +68,8 @@ type L2Announcement struct {
 	Interfaces []string
 }
 
-// Reason says why an address is not announced over layer 2. The values are
-// stable, for events and metrics.
+// Reason says why an address is not announced over layer 2 or BGP, or what
+// a BGPIssue is about. The values are stable, for events and metrics.
 type Reason string
 
 // Reasons for an address not to be announced.
@@ -147,9 +147,8 @@ func (r Result) L2Winner(a netip.Addr) (L2Announcement, bool) {
 }
 
 // Compute plans the layer 2 announcements and the BGP sessions and routes
-// of the whole cluster. It is a pure
-// function of its input: the result does not depend on the order of any
-// slice in it.
+// of the whole cluster. It is a pure function of its input: the result does
+// not depend on the order of any slice in it.
 func Compute(in Inputs) Result {
 	cfg := in.Config
 	if cfg == nil {
