@@ -67,6 +67,11 @@ func NodeInput(n *corev1.Node) plan.Node {
 			out.NetworkUnavailable = true
 		}
 	}
+	for _, a := range n.Status.Addresses {
+		if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
+			out.Addrs = append(out.Addrs, ip.Unmap())
+		}
+	}
 	return out
 }
 

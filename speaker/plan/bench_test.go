@@ -110,3 +110,93 @@ func BenchmarkFor(b *testing.B) {
 		res.For("worker-050")
 	}
 }
+
+// benchInputsBGP is benchInputs with BGP configured beside L2: the nodes
+// have addresses, three peers (one iBGP on every node, one eBGP on every
+// node, one eBGP on zone a only), and five BGPAdvertisements: host routes
+// of the IPv4 pool with communities and localPref, the same pool
+// aggregated to /24 towards the zone a router only, the IPv6 pool
+// aggregated to /120 on zones a and b, and the mixed pool twice (host
+// routes, so that two advertisements meet on every prefix).
+func benchInputsBGP() Inputs {
+	in := benchInputs()
+	cfg := *in.Config
+	cfg.Peers = []*config.Peer{
+		bpeer("tor-i", 64500, 64500, "192.168.255.254"),
+		bpeer("tor-e", 64500, 64501, "192.168.255.253"),
+		bpeer("edge", 64500, 64502, "fd00:ffff::1", "zone=a"),
+	}
+	cfg.BGPAdvertisements = []*config.BGPAdvertisement{
+		badv("v4-host", []string{"v4"}, toPeers("tor-i", "tor-e"), localPref(200), communities("65000:100", "no-export")),
+		badv("v4-agg", []string{"v4"}, toPeers("edge"), aggr(24, 128), communities("large:64500:1:1")),
+		badv("v6", []string{"v6"}, onNodes("zone in (a,b)"), aggr(32, 120)),
+		badv("mixed-a", []string{"mixed"}, communities("65000:1"), localPref(100)),
+		badv("mixed-b", []string{"mixed"}, onNodes("rack=r1", "rack=r2"), communities("65000:2", "large:1:2:3"), localPref(300)),
+	}
+	in.Config = &cfg
+	for i := range in.Nodes {
+		in.Nodes[i].Addrs = []netip.Addr{netip.AddrFrom4([4]byte{192, 168, byte(i / 200), byte(i%200 + 1)})}
+	}
+	return in
+}
+
+// TestBenchInputsBGP keeps the BGP benchmark honest: most addresses are
+// advertised, by many nodes, with aggregates and merged attributes.
+func TestBenchInputsBGP(t *testing.T) {
+	in := benchInputsBGP()
+	res := Compute(in)
+	d := res.For("worker-036").BGP // zone a, rack r1
+	merged, agg := 0, 0
+	for _, r := range d.Routes {
+		if len(r.Services) > 1 {
+			agg++
+		}
+		if len(r.Communities) > 1 && r.LocalPref == 300 {
+			merged++
+		}
+	}
+	by := res.BGPNodesByService()
+	reasons := map[Reason]int{}
+	for _, s := range res.BGPSkipped {
+		reasons[s.Reason]++
+	}
+	t.Logf("worker-036: %d sessions, %d routes (%d aggregates, %d merged); %d Services advertised; skipped %v; %d issues",
+		len(d.Sessions), len(d.Routes), agg, merged, len(by), reasons, len(res.BGPIssues))
+	if len(d.Sessions) != 3 || len(d.Routes) < 900 || agg == 0 || merged == 0 || len(by) < 900 {
+		t.Errorf("the benchmark's inputs are not what they say")
+	}
+}
+
+// BenchmarkComputeL2BGP is one full plan of 1,000 Services over 100 nodes
+// with both L2 and BGP configured.
+func BenchmarkComputeL2BGP(b *testing.B) {
+	in := benchInputsBGP()
+	b.ReportAllocs()
+	cpu := cputime.Process()
+	for b.Loop() {
+		Compute(in)
+	}
+	b.ReportMetric(float64((cputime.Process()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkForL2BGP is one node expanding its part (L2 and BGP) of that
+// plan.
+func BenchmarkForL2BGP(b *testing.B) {
+	res := Compute(benchInputsBGP())
+	b.ReportAllocs()
+	for b.Loop() {
+		res.For("worker-036")
+	}
+}
+
+// BenchmarkReplanL2BGP is what a speaker's planner does per input change:
+// plan the cluster, then take its own part.
+func BenchmarkReplanL2BGP(b *testing.B) {
+	in := benchInputsBGP()
+	b.ReportAllocs()
+	cpu := cputime.Process()
+	for b.Loop() {
+		Compute(in).For("worker-036")
+	}
+	b.ReportMetric(float64((cputime.Process()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}

@@ -10,7 +10,8 @@
 //	res := plan.Compute(inputs)
 //	want := res.For(self)
 //
-// and hands want.L2 to the ARP and NDP responders, which converge to it.
+// and hands want.L2 to the ARP and NDP responders and want.BGP to the BGP
+// session manager, which converge to them.
 // Every speaker runs the same Compute over the same inputs and so reaches the
 // same [Result], without talking to the others: the election needs no
 // messages and no leader. A restart, a missed or a duplicate event changes
@@ -18,9 +19,11 @@
 //
 // The Result covers the whole cluster, not only the calling node, so that a
 // speaker can report who announces what and why an address is not announced
-// ([Result.L2Skipped]). For that reason [Inputs] carries no "self": the
-// caller picks its part with [Result.For]. [Desired] is that per-node part;
-// BGP announcements will be added beside L2 in both.
+// ([Result.L2Skipped], [Result.BGPSkipped]). For that reason [Inputs]
+// carries no "self": the caller picks its part with [Result.For]. [Desired]
+// is that per-node part. The BGP part of the Result is kept compact (a few
+// bitsets per address) and For expands one node's routes from it, so that
+// a plan does not cost nodes × addresses routes.
 //
 // [Service] carries no pool name: pools never overlap (config.Parse drops a
 // pool that overlaps an older one), so an address's pool is found from the
@@ -78,6 +81,99 @@
 // the pool's L2Advertisements that select it; if one of those names no
 // interface, the winner answers on every eligible interface (Interfaces nil).
 //
+// # BGP
+//
+// Unlike layer 2 there is no election: every node that qualifies advertises
+// the address itself, and routers spread traffic over the nodes by ECMP.
+// Memberlist liveness does not matter (Inputs.Alive is not read): a dead
+// node's sessions drop and the routers withdraw its routes.
+//
+// Sessions. A node has a session with every BGPPeer whose nodeSelectors
+// select it (none: every node), whether or not it may advertise anything
+// (an excluded or NetworkUnavailable node keeps its sessions, so that it
+// advertises at once when it qualifies again). Every field is resolved
+// ([BGPSession]): config.Parse's defaults (port 179, hold time 90s,
+// keepalive a third of it, connect time 120s) and the router ID, which is the
+// peer's routerID or else the node's first IPv4 address among Node.Addrs
+// (its InternalIPs; IPv4-mapped addresses count as IPv4). A node without an
+// IPv4 address has no session with a peer that sets no routerID (issue
+// NoRouterID). Two peers may resolve two router IDs on one node; the session
+// manager decides whether it can serve that. The password is carried as a
+// reference, Secret name and key "password" ([SecretRef]), not as a value:
+// Inputs hold no Secret data, so a plan can be logged and diffed freely, and
+// the speaker, which watches the Secret, must re-create the session when the
+// password changes. A node listed twice in Inputs.Nodes has no session and no
+// route.
+//
+// Which nodes advertise an address. An address is advertised when it lies
+// in a pool (node-address pools excluded) that a BGPAdvertisement lists
+// (config.Parse has resolved ipAddressPools and ipAddressPoolSelectors into
+// the list), and at least one Service holding it has an endpoint. Address A
+// qualifies on node N when N is listed once, is neither NetworkUnavailable
+// nor excluded, and, for every Service holding A with
+// externalTrafficPolicy Local, N has an endpoint of it (the endpoint rule of
+// layer 2: ready endpoints, or serving ones while none is ready). With
+// Cluster policy every such node qualifies. For each BGPAdvertisement X of
+// A's pool whose nodeSelectors select N (none: every node), N advertises A's
+// prefix under X to each of its sessions whose peer X names (spec.peers;
+// none: every peer). Names of missing peers are ignored (config.Parse warns
+// about them). The prefix is A masked to X's aggregationLength (IPv4) or
+// aggregationLengthV6 (IPv6), /32 and /128 by default.
+//
+// Reasons in [Result.BGPSkipped], checked in this order: NotInPool,
+// NoBGPAdvertisement, NoEndpoints, NoEligibleNode (no node qualifies and is
+// selected by an advertisement of the pool), NoBGPPeer (such nodes exist but
+// none has a session with a peer those advertisements send to). When the
+// configuration has no BGPAdvertisement at all, BGP is not in use and
+// BGPSkipped is empty.
+//
+// Aggregation. A node advertises prefix P under X when at least one address
+// inside P qualifies on it under X (above); P's route lists the Services of
+// all such addresses. So a node with a Local endpoint of one Service inside
+// P attracts traffic for every address of P, including addresses of Local
+// Services it has no endpoint of, which kube-proxy drops there. The planner
+// reports each such address (issue LocalAggregated, naming the
+// advertisement, the prefix, the address and its Local Services). MetalLB
+// behaves the same way: its documentation presents aggregationLength as a
+// way to roll host routes up into one prefix and does not restrict it for
+// Local Services; its issue #2811 (open) asks to force /32 for Local
+// Services because of this blackholing. Herald keeps the advertisement as
+// configured and tells the operator; the usual fix is a second
+// BGPAdvertisement with host-length prefixes for the same pool (routers use
+// the longest match), or Cluster policy. config.Parse already rejects an
+// aggregation length shorter than a CIDR block of the pool, so P never
+// covers addresses outside the pool.
+//
+// Several advertisements on one prefix. When several BGPAdvertisements
+// give node N the same prefix towards the same peer (same pool, same
+// aggregation length), N sends one route whose communities are the union of
+// theirs (standard and large, duplicates removed) and whose localPref is the
+// highest of theirs. Different aggregation lengths give different prefixes,
+// each with its own attributes (a /32 with localPref and no-advertise beside
+// the /24 for transit, as in MetalLB's example). Peers of N that end up with
+// equal attributes for a prefix share one [BGPRoute]; a prefix can appear in
+// several routes with disjoint peers.
+//
+// localPref is sent to iBGP peers only (myASN equal to peerASN); towards an
+// eBGP peer the route carries none, and the planner reports issue
+// LocalPrefNotSent for every advertisement with a localPref that names (or,
+// having no spec.peers, reaches) an eBGP peer. localPref 0 means unset (the
+// router's default applies). Communities are written as values: standard
+// ones as "ASN:VALUE" in decimal (well-known names included: no-export is
+// "65535:65281"), large ones as "GLOBAL:LOCAL1:LOCAL2", sorted numerically.
+// Community aliases are resolved by config.Parse, which also rejects an
+// advertisement that names a missing alias (the last valid configuration
+// stays in force).
+//
+// The planner does not split routes by address family: an IPv4 prefix goes
+// to an IPv6 peer and the other way round (multiprotocol BGP); the session
+// manager chooses the next hop for each family.
+//
+// [Result.BGPNodes] and [Result.BGPNodesByService] give the nodes that
+// advertise an address or a Service (a route covering the address, to at
+// least one peer, because the address qualifies there), for status objects
+// and for events when that set changes.
+//
 // # Partitions
 //
 // The election is only as consistent as the inputs. When memberlist views
@@ -96,6 +192,13 @@
 // over the nodes, addresses are sorted and searched as plain integers, and a
 // score is one 64-bit mix. 1,000 Services over 100 nodes take under 1 ms of
 // CPU (BenchmarkCompute, docs/benchmarks.md).
+//
+// BGP adds, per Compute, one selector match per peer and node and per
+// BGPAdvertisement and node, and per address a few bitset operations per
+// advertisement of its pool; per For, one pass over the advertised
+// addresses, a sort of the node's (prefix, advertisement, address) triples
+// and one merge per prefix, with merged attributes cached per set of
+// advertisements (BenchmarkComputeL2BGP, BenchmarkForL2BGP).
 //
 // # User documentation: which node answers for an address
 //
@@ -140,4 +243,31 @@
 // If the speakers cannot see each other (a network partition), each side
 // elects among the speakers it sees, and an address can be answered from
 // two nodes, or none, until the partition heals.
+//
+// # User documentation: which nodes advertise an address over BGP
+//
+// (This section is written to be lifted into the user guide.)
+//
+// In BGP mode every node that may carry a Service's traffic advertises the
+// Service's address to the routers it peers with, and the routers spread
+// the traffic over those nodes (ECMP). A node peers with every BGPPeer whose
+// spec.nodeSelectors select it. It advertises an address of a pool listed by
+// a BGPAdvertisement when the advertisement's spec.nodeSelectors select it,
+// its Node is not NetworkUnavailable and does not carry the label
+// node.kubernetes.io/exclude-from-external-load-balancers, the Service has
+// an endpoint somewhere, and, for externalTrafficPolicy: Local, the node
+// runs a ready endpoint of the Service. It sends the route to the peers the
+// advertisement names in spec.peers (all its peers when none), with the
+// advertisement's communities, and its localPref to iBGP peers only. When
+// several advertisements give one node the same prefix for the same peer,
+// the route carries all their communities and the highest localPref.
+//
+// With aggregationLength (or aggregationLengthV6) the node advertises the
+// covering prefix instead, once for all the addresses inside it, as soon as
+// one of them may be served by the node. With externalTrafficPolicy: Local
+// that sends traffic for a Service to nodes that run another Service of the
+// prefix but no endpoint of this one, where it is dropped; Herald reports
+// it (LocalAggregated). Add a BGPAdvertisement with the default lengths for
+// the same pool so that routers that accept host routes send the traffic
+// to the right nodes, or use Cluster policy.
 package plan

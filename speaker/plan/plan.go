@@ -36,6 +36,9 @@ type Node struct {
 	// Excluded is true when the node carries the label
 	// node.kubernetes.io/exclude-from-external-load-balancers.
 	Excluded bool
+	// Addrs are the node's InternalIP addresses in status order. The first
+	// IPv4 one is the default BGP router ID.
+	Addrs []netip.Addr
 }
 
 // Inputs are everything a plan depends on. Compute does not modify them.
@@ -48,7 +51,7 @@ type Inputs struct {
 	// ineligible (the caller has a bug; no order-dependent choice is made).
 	Nodes []Node
 	// Alive are the node names of the speakers memberlist sees alive
-	// (this speaker included).
+	// (this speaker included). BGP ignores it.
 	Alive []string
 }
 
@@ -65,8 +68,8 @@ type L2Announcement struct {
 	Interfaces []string
 }
 
-// Reason says why an address is not announced over layer 2. The values are
-// stable, for events and metrics.
+// Reason says why an address is not announced over layer 2 or BGP, or what
+// a BGPIssue is about. The values are stable, for events and metrics.
 type Reason string
 
 // Reasons for an address not to be announced.
@@ -102,17 +105,30 @@ type Result struct {
 	// L2Skipped is every address of a Service that is not announced over
 	// layer 2, sorted by address.
 	L2Skipped []L2Skipped
+	// BGPSkipped is every address of a Service that no node advertises
+	// over BGP, sorted by address.
+	BGPSkipped []BGPSkipped
+	// BGPIssues are findings about the BGP configuration applied to this
+	// cluster, sorted by reason, advertisement, peer, node, prefix and
+	// address.
+	BGPIssues []BGPIssue
+
+	// bgp is the BGP plan of every node, expanded by For.
+	bgp *bgpPlan
 }
 
 // Desired is what one node must announce.
 type Desired struct {
 	// L2 are the addresses the node answers ARP/NDP for, sorted by address.
 	L2 []L2Announcement
+	// BGP are the node's sessions and the routes it advertises.
+	BGP BGPDesired
 }
 
-// For returns what node must announce.
+// For returns what node must announce. It only reads r, so several
+// goroutines may call it on one Result.
 func (r Result) For(node string) Desired {
-	var d Desired
+	d := Desired{BGP: r.bgp.forNode(node)}
 	for _, a := range r.L2 {
 		if a.Node == node {
 			d.L2 = append(d.L2, a)
@@ -130,9 +146,9 @@ func (r Result) L2Winner(a netip.Addr) (L2Announcement, bool) {
 	return r.L2[i], true
 }
 
-// Compute plans the layer 2 announcements of the whole cluster. It is a pure
-// function of its input: the result does not depend on the order of any
-// slice in it.
+// Compute plans the layer 2 announcements and the BGP sessions and routes
+// of the whole cluster. It is a pure function of its input: the result does
+// not depend on the order of any slice in it.
 func Compute(in Inputs) Result {
 	cfg := in.Config
 	if cfg == nil {
@@ -146,7 +162,9 @@ func Compute(in Inputs) Result {
 	addrs, held := newAddrTable(in.Services)
 	n := addrs.len()
 	if n == 0 {
-		return Result{}
+		var res Result
+		res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, bgpInput{addrs: addrs})
+		return res
 	}
 
 	w := ns.words
@@ -163,10 +181,6 @@ func Compute(in Inputs) Result {
 		bits[i] = ^uint64(0)
 	}
 	cand, comp := bits[:n*w], bits[n*w:]
-	type holding struct {
-		addr int32
-		svc  int32
-	}
 	holds := make([]holding, 0, held)
 	scratch := make([]uint64, w)
 	var idx []int32
@@ -285,6 +299,10 @@ func Compute(in Inputs) Result {
 	}
 	allKeys := make([]string, 0, len(holds))
 	wantKeys := make([]string, 0, len(holds))
+	x := bgpInput{addrs: addrs, poolOf: poolOf, holds: holds}
+	if len(cfg.BGPAdvertisements) > 0 {
+		x.wantOf, x.allOf = make([][]string, n), make([][]string, n)
+	}
 	for i := range n {
 		a0, w0 := len(allKeys), len(wantKeys)
 		for _, si := range byAddr[start[i]:start[i+1]] {
@@ -297,6 +315,12 @@ func Compute(in Inputs) Result {
 			}
 		}
 		all := allKeys[a0:len(allKeys):len(allKeys)]
+		if x.allOf != nil {
+			x.allOf[i] = all
+			if len(wantKeys) > w0 {
+				x.wantOf[i] = wantKeys[w0:len(wantKeys):len(wantKeys)]
+			}
+		}
 		var reason Reason
 		switch d := dec[i]; d {
 		case decNotInPool:
@@ -318,7 +342,15 @@ func Compute(in Inputs) Result {
 		}
 		res.L2Skipped = append(res.L2Skipped, L2Skipped{addrs.addr(i), all, reason})
 	}
+	res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, x)
 	return res
+}
+
+// holding says that Service svc holds address addr (indices into
+// Inputs.Services and the addrTable).
+type holding struct {
+	addr int32
+	svc  int32
 }
 
 // find returns the root of i's component, halving paths on the way.

@@ -1,0 +1,332 @@
+package plan
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/herald-lb/herald/config"
+)
+
+// addBGP gives inputs made by gen a random BGP configuration: peers (iBGP
+// and eBGP, with selectors, some with a router ID), advertisements (pools,
+// selectors, peers including missing ones, aggregation lengths valid for
+// gen's pools, localPref, communities), and node addresses (some nodes
+// without IPv4).
+func addBGP(r *rand.Rand, in *Inputs) {
+	cfg := *in.Config
+	in.Config = &cfg
+	sels := []string{"zone=a", "zone in (a,b)", "rack=1", "zone!=c"}
+	pickSels := func() []string {
+		var out []string
+		if r.IntN(2) == 0 {
+			for range 1 + r.IntN(2) {
+				out = append(out, sels[r.IntN(len(sels))])
+			}
+		}
+		return out
+	}
+	for i := range r.IntN(4) {
+		p := bpeer(fmt.Sprintf("peer%d", i), 64500, []uint32{64500, 64501}[r.IntN(2)],
+			fmt.Sprintf("192.168.0.%d", 250+i), pickSels()...)
+		if r.IntN(4) == 0 {
+			p.RouterID = netip.AddrFrom4([4]byte{10, 255, 0, byte(i)})
+		}
+		cfg.Peers = append(cfg.Peers, p)
+	}
+	comms := []string{"65000:1", "65000:2", "no-export", "large:1:2:3", "large:4:5:6"}
+	for i := range r.IntN(4) {
+		var pools []string
+		for _, p := range cfg.Pools {
+			if r.IntN(2) == 0 {
+				pools = append(pools, p.Name)
+			}
+		}
+		a := badv(fmt.Sprintf("bgp%d", i), pools, onNodes(pickSels()...),
+			aggr(29+r.IntN(4), 125+r.IntN(4)), localPref([]uint32{0, 100, 200}[r.IntN(3)]))
+		for range r.IntN(3) {
+			a.Peers = append(a.Peers, []string{"peer0", "peer1", "peer2", "peer3", "gone"}[r.IntN(5)])
+		}
+		var cs []string
+		for range r.IntN(3) {
+			cs = append(cs, comms[r.IntN(len(comms))])
+		}
+		communities(cs...)(a)
+		cfg.BGPAdvertisements = append(cfg.BGPAdvertisements, a)
+	}
+	in.Nodes = slices.Clone(in.Nodes)
+	for i := range in.Nodes {
+		n := &in.Nodes[i]
+		switch r.IntN(4) {
+		case 0:
+			n.Addrs = addrList(fmt.Sprintf("fd00::%d", i+1))
+		case 1:
+			n.Addrs = addrList(fmt.Sprintf("fd00::%d", i+1), fmt.Sprintf("192.168.1.%d", i+1))
+		default:
+			n.Addrs = addrList(fmt.Sprintf("192.168.1.%d", i+1))
+		}
+	}
+}
+
+// referenceBGP is one node's BGP part written as the package doc states
+// it, slowly: no bitsets, no sorting tricks, maps for the merge.
+func referenceBGP(in Inputs, name string) BGPDesired {
+	var d BGPDesired
+	cfg := in.Config
+	if cfg == nil {
+		cfg = &config.Config{}
+	}
+	var self *Node
+	for i := range in.Nodes {
+		if in.Nodes[i].Name == name {
+			if self != nil {
+				return d // listed twice
+			}
+			self = &in.Nodes[i]
+		}
+	}
+	if self == nil {
+		return d
+	}
+	peers := map[string]BGPSession{}
+	for _, p := range cfg.Peers {
+		if !selects(p.NodeSelectors, self.Labels) {
+			continue
+		}
+		s := BGPSession{Name: p.Name, MyASN: p.MyASN, PeerASN: p.PeerASN, PeerAddress: p.Address, PeerPort: p.Port,
+			SourceAddress: p.SourceAddress, RouterID: p.RouterID, HoldTime: p.HoldTime, KeepaliveTime: p.KeepaliveTime,
+			ConnectTime: p.ConnectTime, EBGPMultiHop: p.EBGPMultiHop, GracefulRestart: p.GracefulRestart}
+		if p.PasswordSecret != "" {
+			s.PasswordSecret = SecretRef{p.PasswordSecret, "password"}
+		}
+		if !s.RouterID.IsValid() {
+			for _, a := range self.Addrs {
+				if a.Unmap().Is4() {
+					s.RouterID = a.Unmap()
+					break
+				}
+			}
+		}
+		if s.RouterID.IsValid() {
+			peers[p.Name] = s
+			d.Sessions = append(d.Sessions, s)
+		}
+	}
+	slices.SortFunc(d.Sessions, func(a, b BGPSession) int { return strings.Compare(a.Name, b.Name) })
+
+	type key struct {
+		prefix netip.Prefix
+		peer   string
+	}
+	type attrs struct {
+		std, large, svcs map[string]bool
+		lp               uint32
+	}
+	acc := map[key]*attrs{}
+	eligible := !self.NetworkUnavailable && !self.Excluded
+	done := map[netip.Addr]bool{}
+	for _, s := range in.Services {
+		for _, a := range s.Addrs {
+			if done[a] || !eligible {
+				continue
+			}
+			done[a] = true
+			var pool *config.Pool
+			for _, p := range cfg.Pools {
+				if p.NodeAddresses == nil && p.Contains(a) {
+					pool = p
+				}
+			}
+			if pool == nil {
+				continue
+			}
+			var wanting []string
+			ok := true
+			for _, t := range in.Services {
+				if !slices.Contains(t.Addrs, a) || len(t.EndpointNodes) == 0 {
+					continue
+				}
+				wanting = append(wanting, t.Key)
+				if t.Local && !slices.Contains(t.EndpointNodes, name) {
+					ok = false
+				}
+			}
+			if !ok || len(wanting) == 0 {
+				continue
+			}
+			for _, adv := range cfg.BGPAdvertisements {
+				if !slices.Contains(adv.Pools, pool.Name) || !selects(adv.NodeSelectors, self.Labels) {
+					continue
+				}
+				bitsLen := adv.AggregationLengthV6
+				if a.Is4() {
+					bitsLen = adv.AggregationLength
+				}
+				pfx := netip.PrefixFrom(a, bitsLen).Masked()
+				for pn, sess := range peers {
+					if len(adv.Peers) > 0 && !slices.Contains(adv.Peers, pn) {
+						continue
+					}
+					k := key{pfx, pn}
+					at := acc[k]
+					if at == nil {
+						at = &attrs{std: map[string]bool{}, large: map[string]bool{}, svcs: map[string]bool{}}
+						acc[k] = at
+					}
+					for _, c := range adv.Communities {
+						if c.Large {
+							at.large[fmt.Sprintf("%d:%d:%d", c.GlobalAdmin, c.Local1, c.Local2)] = true
+						} else {
+							at.std[fmt.Sprintf("%d:%d", c.Standard>>16, c.Standard&0xffff)] = true
+						}
+					}
+					if sess.IBGP() && adv.LocalPref > at.lp {
+						at.lp = adv.LocalPref
+					}
+					for _, w := range wanting {
+						at.svcs[w] = true
+					}
+				}
+			}
+		}
+	}
+	sortedKeys := func(m map[string]bool, less func(a, b string) int) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		slices.SortFunc(out, less)
+		return out
+	}
+	numeric := func(a, b string) int {
+		var x, y [3]uint64
+		fmt.Sscanf(strings.ReplaceAll(a, ":", " "), "%d %d %d", &x[0], &x[1], &x[2])
+		fmt.Sscanf(strings.ReplaceAll(b, ":", " "), "%d %d %d", &y[0], &y[1], &y[2])
+		return slices.Compare(x[:], y[:])
+	}
+	var keys []key
+	for k := range acc {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := cmpPrefix(a.prefix, b.prefix); c != 0 {
+			return c
+		}
+		return strings.Compare(a.peer, b.peer)
+	})
+	for _, k := range keys {
+		at := acc[k]
+		r := BGPRoute{Prefix: k.prefix, Peers: []string{k.peer}, LocalPref: at.lp,
+			Communities:      sortedKeys(at.std, numeric),
+			LargeCommunities: sortedKeys(at.large, numeric),
+			Services:         sortedKeys(at.svcs, strings.Compare)}
+		merged := false
+		for i := range d.Routes {
+			o := &d.Routes[i]
+			if o.Prefix == r.Prefix && o.LocalPref == r.LocalPref && slices.Equal(o.Communities, r.Communities) &&
+				slices.Equal(o.LargeCommunities, r.LargeCommunities) && slices.Equal(o.Services, r.Services) {
+				o.Peers = append(o.Peers, k.peer)
+				merged = true
+			}
+		}
+		if !merged {
+			d.Routes = append(d.Routes, r)
+		}
+	}
+	return d
+}
+
+// shuffledBGP is shuffled with the BGP configuration permuted too.
+func shuffledBGP(r *rand.Rand, in Inputs) Inputs {
+	out := shuffled(r, in)
+	cfg := *out.Config
+	cfg.Peers = slices.Clone(cfg.Peers)
+	r.Shuffle(len(cfg.Peers), func(i, j int) { cfg.Peers[i], cfg.Peers[j] = cfg.Peers[j], cfg.Peers[i] })
+	cfg.BGPAdvertisements = nil
+	for _, a := range in.Config.BGPAdvertisements {
+		c := *a
+		c.Pools = slices.Clone(a.Pools)
+		c.Peers = slices.Clone(a.Peers)
+		c.Communities = slices.Clone(a.Communities)
+		c.NodeSelectors = slices.Clone(a.NodeSelectors)
+		r.Shuffle(len(c.Pools), func(i, j int) { c.Pools[i], c.Pools[j] = c.Pools[j], c.Pools[i] })
+		r.Shuffle(len(c.Peers), func(i, j int) { c.Peers[i], c.Peers[j] = c.Peers[j], c.Peers[i] })
+		r.Shuffle(len(c.Communities), func(i, j int) { c.Communities[i], c.Communities[j] = c.Communities[j], c.Communities[i] })
+		r.Shuffle(len(c.NodeSelectors), func(i, j int) { c.NodeSelectors[i], c.NodeSelectors[j] = c.NodeSelectors[j], c.NodeSelectors[i] })
+		cfg.BGPAdvertisements = append(cfg.BGPAdvertisements, &c)
+	}
+	r.Shuffle(len(cfg.BGPAdvertisements), func(i, j int) {
+		cfg.BGPAdvertisements[i], cfg.BGPAdvertisements[j] = cfg.BGPAdvertisements[j], cfg.BGPAdvertisements[i]
+	})
+	out.Config = &cfg
+	return out
+}
+
+func allNames(in Inputs) []string {
+	out := append(names(in.Nodes), "ghost")
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// TestBGPMatchesReference compares every node's BGP part with the slow
+// reference on random inputs.
+func TestBGPMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	routes, merged, issues := 0, 0, 0
+	for i := range rounds * 5 {
+		in := gen(r)
+		addBGP(r, &in)
+		res := Compute(in)
+		if !slices.IsSortedFunc(res.BGPIssues, cmpIssue) {
+			t.Fatalf("round %d: issues out of order: %v", i, res.BGPIssues)
+		}
+		if !slices.IsSortedFunc(res.BGPSkipped, func(a, b BGPSkipped) int { return a.Addr.Compare(b.Addr) }) {
+			t.Fatalf("round %d: skipped out of order", i)
+		}
+		issues += len(res.BGPIssues)
+		for _, n := range allNames(in) {
+			got, want := res.For(n).BGP, referenceBGP(in, n)
+			if !slices.Equal(got.Sessions, want.Sessions) {
+				t.Fatalf("round %d, %s: sessions\n%+v\nwant\n%+v", i, n, got.Sessions, want.Sessions)
+			}
+			if g, w := renderRoutes(got), renderRoutes(want); !slices.Equal(g, w) {
+				t.Fatalf("round %d, %s: got\n%q\nwant\n%q\ninputs %+v", i, n, g, w, in)
+			}
+			routes += len(got.Routes)
+			for _, rt := range got.Routes {
+				if len(rt.Services) > 1 {
+					merged++
+				}
+			}
+		}
+	}
+	if routes < 1000 || merged < 100 || issues < 100 {
+		t.Errorf("the random inputs are too tame: %d routes, %d with several Services, %d issues", routes, merged, issues)
+	}
+}
+
+// TestBGPPermutationInvariant: the whole Result, and every node's part of
+// it, do not depend on the order of any input slice.
+func TestBGPPermutationInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for i := range rounds {
+		in := gen(r)
+		addBGP(r, &in)
+		want := Compute(in)
+		for range 5 {
+			got := Compute(shuffledBGP(r, in))
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d: the Result differs\n%+v\n%+v", i, got, want)
+			}
+			for _, n := range allNames(in) {
+				if g, w := got.For(n), want.For(n); !reflect.DeepEqual(g, w) {
+					t.Fatalf("round %d, %s: got\n%+v\nwant\n%+v", i, n, g, w)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,500 @@
+package plan
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
+)
+
+// bnode is a node with an address (its router ID) and labels.
+func bnode(name, ip string, kv ...string) Node {
+	n := node(name, kv...)
+	n.Addrs = []netip.Addr{addr(ip)}
+	return n
+}
+
+func selectors(ss ...string) []labels.Selector {
+	var out []labels.Selector
+	for _, s := range ss {
+		sel, err := labels.Parse(s)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, sel)
+	}
+	return out
+}
+
+// bpeer is a peer as config.Parse makes it, with its defaults.
+func bpeer(name string, myASN, peerASN uint32, address string, sels ...string) *config.Peer {
+	return &config.Peer{Name: name, MyASN: myASN, PeerASN: peerASN, Address: addr(address), Port: 179,
+		HoldTime: 90 * time.Second, KeepaliveTime: 30 * time.Second, ConnectTime: 120 * time.Second,
+		NodeSelectors: selectors(sels...)}
+}
+
+// badv is a BGPAdvertisement of pools, with host-length prefixes unless
+// changed by the options.
+func badv(name string, pools []string, opts ...func(*config.BGPAdvertisement)) *config.BGPAdvertisement {
+	a := &config.BGPAdvertisement{Name: name, Pools: pools, AggregationLength: 32, AggregationLengthV6: 128}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
+}
+
+func onNodes(sels ...string) func(*config.BGPAdvertisement) {
+	return func(a *config.BGPAdvertisement) { a.NodeSelectors = selectors(sels...) }
+}
+
+func toPeers(names ...string) func(*config.BGPAdvertisement) {
+	return func(a *config.BGPAdvertisement) { a.Peers = names }
+}
+
+func aggr(v4, v6 int) func(*config.BGPAdvertisement) {
+	return func(a *config.BGPAdvertisement) { a.AggregationLength, a.AggregationLengthV6 = v4, v6 }
+}
+
+func localPref(v uint32) func(*config.BGPAdvertisement) {
+	return func(a *config.BGPAdvertisement) { a.LocalPref = v }
+}
+
+func communities(cs ...string) func(*config.BGPAdvertisement) {
+	return func(a *config.BGPAdvertisement) {
+		for _, c := range cs {
+			v, err := config.ParseCommunity(c)
+			if err != nil {
+				panic(err)
+			}
+			a.Communities = append(a.Communities, v)
+		}
+	}
+}
+
+func bconf(pools []*config.Pool, peers []*config.Peer, advs ...*config.BGPAdvertisement) *config.Config {
+	return &config.Config{Pools: pools, Peers: peers, BGPAdvertisements: advs}
+}
+
+// renderRoutes writes a node's routes one a line:
+//
+//	10.0.0.0/24 p1,p2 c=65000:100 lc=1:2:3 lp=200 d/a,d/b
+func renderRoutes(d BGPDesired) []string {
+	var out []string
+	for _, r := range d.Routes {
+		s := r.Prefix.String() + " " + strings.Join(r.Peers, ",")
+		if len(r.Communities) > 0 {
+			s += " c=" + strings.Join(r.Communities, ",")
+		}
+		if len(r.LargeCommunities) > 0 {
+			s += " lc=" + strings.Join(r.LargeCommunities, ",")
+		}
+		if r.LocalPref != 0 {
+			s += fmt.Sprintf(" lp=%d", r.LocalPref)
+		}
+		out = append(out, s+" "+strings.Join(r.Services, ","))
+	}
+	return out
+}
+
+func renderBGPSkipped(r Result) []string {
+	var out []string
+	for _, s := range r.BGPSkipped {
+		out = append(out, fmt.Sprintf("%s -%s %s", s.Addr, s.Reason, strings.Join(s.Services, ",")))
+	}
+	return out
+}
+
+func renderIssues(r Result) []string {
+	var out []string
+	for _, i := range r.BGPIssues {
+		out = append(out, i.String())
+	}
+	return out
+}
+
+func TestBGPRules(t *testing.T) {
+	pools := []*config.Pool{
+		pool("v4", "10.0.0.0/24"),
+		pool("v6", "fd00::/120"),
+		pool("mixed", "10.1.0.0/24", "fd01::/120"),
+		pool("quiet", "10.2.0.0/24"),
+		nodeAddressPool("nodes"),
+	}
+	all := []string{"v4", "v6", "mixed", "nodes"}
+	ibgp := bpeer("p-i", 64500, 64500, "192.168.0.254")
+	ebgp := bpeer("p-e", 64500, 64501, "192.168.0.253")
+	both := []*config.Peer{ibgp, ebgp}
+	three := []Node{bnode("n1", "192.168.0.1", "zone", "a"), bnode("n2", "192.168.0.2", "zone", "b"), bnode("n3", "192.168.0.3", "zone", "a")}
+	tests := []struct {
+		name    string
+		cfg     *config.Config
+		nodes   []Node // default: three
+		svcs    []Service
+		want    map[string][]string // node -> routes; nodes not listed advertise nothing
+		skipped []string
+		issues  []string
+	}{{
+		name: "Cluster policy: every node advertises, to every peer, whatever its endpoints",
+		cfg:  bconf(pools, both, badv("b", all)),
+		svcs: []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+		want: map[string][]string{
+			"n1": {"10.0.0.1/32 p-e,p-i d/a"},
+			"n2": {"10.0.0.1/32 p-e,p-i d/a"},
+			"n3": {"10.0.0.1/32 p-e,p-i d/a"},
+		},
+	}, {
+		name: "Cluster policy: memberlist liveness does not matter",
+		cfg:  bconf(pools, both[:1], badv("b", all)),
+		svcs: []Service{svc("d/a", addrList("10.0.0.1"), "ghost")},
+		want: map[string][]string{
+			"n1": {"10.0.0.1/32 p-i d/a"}, "n2": {"10.0.0.1/32 p-i d/a"}, "n3": {"10.0.0.1/32 p-i d/a"},
+		},
+	}, {
+		name:    "no endpoint anywhere: neither policy is advertised",
+		cfg:     bconf(pools, both, badv("b", all)),
+		svcs:    []Service{svc("d/a", addrList("10.0.0.1")), local(svc("d/b", addrList("10.0.0.2")))},
+		skipped: []string{"10.0.0.1 -NoEndpoints d/a", "10.0.0.2 -NoEndpoints d/b"},
+	}, {
+		name: "Local policy: only the nodes with an endpoint",
+		cfg:  bconf(pools, both[:1], badv("b", all)),
+		svcs: []Service{local(svc("d/a", addrList("10.0.0.1"), "n2", "n3", "ghost"))},
+		want: map[string][]string{"n2": {"10.0.0.1/32 p-i d/a"}, "n3": {"10.0.0.1/32 p-i d/a"}},
+	}, {
+		name: "NetworkUnavailable and excluded nodes never advertise",
+		cfg:  bconf(pools, both[:1], badv("b", all)),
+		nodes: func() []Node {
+			ns := slices.Clone(three)
+			ns[0].NetworkUnavailable = true
+			ns[2].Excluded = true
+			return ns
+		}(),
+		svcs:    []Service{svc("d/a", addrList("10.0.0.1"), "n1"), local(svc("d/b", addrList("10.0.0.2"), "n1", "n3"))},
+		want:    map[string][]string{"n2": {"10.0.0.1/32 p-i d/a"}},
+		skipped: []string{"10.0.0.2 -NoEligibleNode d/b"},
+	}, {
+		name:  "a node listed twice advertises nothing",
+		cfg:   bconf(pools, both[:1], badv("b", all)),
+		nodes: append(slices.Clone(three), bnode("n1", "192.168.0.9")),
+		svcs:  []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+		want:  map[string][]string{"n2": {"10.0.0.1/32 p-i d/a"}, "n3": {"10.0.0.1/32 p-i d/a"}},
+	}, {
+		name: "advertisement nodeSelectors: any one selects",
+		cfg:  bconf(pools, both[:1], badv("b", all, onNodes("zone=b", "zone=c"))),
+		svcs: []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+		want: map[string][]string{"n2": {"10.0.0.1/32 p-i d/a"}},
+	}, {
+		name:    "advertisement nodeSelectors and Local endpoints do not meet",
+		cfg:     bconf(pools, both[:1], badv("b", all, onNodes("zone=b"))),
+		svcs:    []Service{local(svc("d/a", addrList("10.0.0.1"), "n1"))},
+		skipped: []string{"10.0.0.1 -NoEligibleNode d/a"},
+	}, {
+		name: "an address outside every pool, in a node-address pool, or in a pool without BGPAdvertisement",
+		cfg: func() *config.Config {
+			p := nodeAddressPool("nodes")
+			p.Ranges = pool("x", "192.168.1.0/24").Ranges // the planner must not announce node addresses
+			return bconf([]*config.Pool{pools[0], pools[3], p}, both, badv("b", []string{"v4", "nodes"}))
+		}(),
+		svcs: []Service{svc("d/a", addrList("172.16.0.1"), "n1"), svc("d/b", addrList("192.168.1.7"), "n1"),
+			svc("d/c", addrList("10.2.0.1"), "n1")},
+		skipped: []string{"10.2.0.1 -NoBGPAdvertisement d/c", "172.16.0.1 -NotInPool d/a", "192.168.1.7 -NotInPool d/b"},
+	}, {
+		name: "nil config: BGP is not in use, nothing is advertised or skipped",
+		svcs: []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+	}, {
+		name: "no BGPAdvertisement: BGP is not in use, nothing is skipped",
+		cfg:  bconf(pools, both),
+		svcs: []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+	}, {
+		name: "peers: an advertisement sends only to the peers it names; unknown names are ignored",
+		cfg:  bconf(pools, both, badv("b", all, toPeers("p-e", "gone"))),
+		svcs: []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+		want: map[string][]string{
+			"n1": {"10.0.0.1/32 p-e d/a"}, "n2": {"10.0.0.1/32 p-e d/a"}, "n3": {"10.0.0.1/32 p-e d/a"},
+		},
+	}, {
+		name:    "peers: naming only missing peers advertises nothing",
+		cfg:     bconf(pools, both, badv("b", all, toPeers("gone"))),
+		svcs:    []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+		skipped: []string{"10.0.0.1 -NoBGPPeer d/a"},
+	}, {
+		name: "peers: a node only sends to the peers it has a session with",
+		cfg: bconf(pools, []*config.Peer{bpeer("p-a", 64500, 64500, "192.168.0.254", "zone=a"), bpeer("p-b", 64500, 64500, "192.168.0.253", "zone=b")},
+			badv("b", all)),
+		svcs: []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+		want: map[string][]string{"n1": {"10.0.0.1/32 p-a d/a"}, "n2": {"10.0.0.1/32 p-b d/a"}, "n3": {"10.0.0.1/32 p-a d/a"}},
+	}, {
+		name: "peers: the advertisement's nodes have no session with its peer",
+		cfg: bconf(pools, []*config.Peer{bpeer("p-a", 64500, 64500, "192.168.0.254", "zone=a")},
+			badv("b", all, onNodes("zone=b"))),
+		svcs:    []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+		skipped: []string{"10.0.0.1 -NoBGPPeer d/a"},
+	}, {
+		name:    "no peer at all",
+		cfg:     bconf(pools, nil, badv("b", all)),
+		svcs:    []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+		skipped: []string{"10.0.0.1 -NoBGPPeer d/a"},
+	}, {
+		name: "aggregation: several Services inside the prefix give one route",
+		cfg:  bconf(pools, both[:1], badv("b", all, aggr(24, 120), onNodes("zone=b"))),
+		svcs: []Service{svc("d/c", addrList("10.0.0.9"), "n1"), svc("d/a", addrList("10.0.0.1"), "n1"),
+			svc("d/b", addrList("10.0.0.200"), "n3"), svc("d/d", addrList("fd00::7"), "n1")},
+		want: map[string][]string{"n2": {"10.0.0.0/24 p-i d/a,d/b,d/c", "fd00::/120 p-i d/d"}},
+	}, {
+		name: "aggregation: a node advertises the prefix when one address inside qualifies on it",
+		cfg:  bconf(pools, both[:1], badv("b", all, aggr(28, 128))),
+		svcs: []Service{local(svc("d/a", addrList("10.0.0.1"), "n1")), local(svc("d/b", addrList("10.0.0.2"), "n2")),
+			local(svc("d/c", addrList("10.0.0.17"), "n3")), svc("d/x", addrList("10.0.0.33"), "n9")},
+		want: map[string][]string{
+			"n1": {"10.0.0.0/28 p-i d/a", "10.0.0.32/28 p-i d/x"},
+			"n2": {"10.0.0.0/28 p-i d/b", "10.0.0.32/28 p-i d/x"},
+			"n3": {"10.0.0.16/28 p-i d/c", "10.0.0.32/28 p-i d/x"},
+		},
+		issues: []string{
+			"LocalAggregated advertisement=b prefix=10.0.0.0/28 addr=10.0.0.1 services=d/a",
+			"LocalAggregated advertisement=b prefix=10.0.0.0/28 addr=10.0.0.2 services=d/b",
+		},
+	}, {
+		name: "aggregation: a Local Service beside a Cluster one is exposed on every node",
+		cfg:  bconf(pools, both[:1], badv("b", all, aggr(24, 128))),
+		svcs: []Service{local(svc("d/a", addrList("10.0.0.1"), "n1")), svc("d/b", addrList("10.0.0.2"), "n2")},
+		want: map[string][]string{
+			"n1": {"10.0.0.0/24 p-i d/a,d/b"}, "n2": {"10.0.0.0/24 p-i d/b"}, "n3": {"10.0.0.0/24 p-i d/b"},
+		},
+		issues: []string{"LocalAggregated advertisement=b prefix=10.0.0.0/24 addr=10.0.0.1 services=d/a"},
+	}, {
+		name: "a host route and an aggregate from two advertisements, each with its attributes",
+		cfg: bconf(pools, both[:1],
+			badv("external", all, aggr(24, 128)),
+			badv("local", all, localPref(100), communities("no-advertise"))),
+		svcs: []Service{svc("d/a", addrList("10.0.0.10"), "n1")},
+		want: map[string][]string{
+			"n1": {"10.0.0.0/24 p-i d/a", "10.0.0.10/32 p-i c=65535:65282 lp=100 d/a"},
+			"n2": {"10.0.0.0/24 p-i d/a", "10.0.0.10/32 p-i c=65535:65282 lp=100 d/a"},
+			"n3": {"10.0.0.0/24 p-i d/a", "10.0.0.10/32 p-i c=65535:65282 lp=100 d/a"},
+		},
+	}, {
+		name: "one prefix, several advertisements: communities are united, the highest localPref wins, iBGP only",
+		cfg: bconf(pools, both,
+			badv("x", all, localPref(300), communities("65000:200", "large:1:2:3", "no-export")),
+			badv("y", all, localPref(100), communities("65000:100", "65000:200", "large:1:2:3")),
+			badv("z", all, onNodes("zone=b"), localPref(500), communities("large:0:9:9"))),
+		svcs: []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+		want: map[string][]string{
+			"n1": {"10.0.0.1/32 p-e c=65000:100,65000:200,65535:65281 lc=1:2:3 d/a",
+				"10.0.0.1/32 p-i c=65000:100,65000:200,65535:65281 lc=1:2:3 lp=300 d/a"},
+			"n2": {"10.0.0.1/32 p-e c=65000:100,65000:200,65535:65281 lc=0:9:9,1:2:3 d/a",
+				"10.0.0.1/32 p-i c=65000:100,65000:200,65535:65281 lc=0:9:9,1:2:3 lp=500 d/a"},
+			"n3": {"10.0.0.1/32 p-e c=65000:100,65000:200,65535:65281 lc=1:2:3 d/a",
+				"10.0.0.1/32 p-i c=65000:100,65000:200,65535:65281 lc=1:2:3 lp=300 d/a"},
+		},
+		issues: []string{
+			"LocalPrefNotSent advertisement=x peer=p-e",
+			"LocalPrefNotSent advertisement=y peer=p-e",
+			"LocalPrefNotSent advertisement=z peer=p-e",
+		},
+	}, {
+		name: "peers with equal attributes share a route; different ones get their own",
+		cfg: bconf(pools, []*config.Peer{ibgp, ebgp, bpeer("p-x", 64500, 64509, "192.168.0.252")},
+			badv("x", all, toPeers("p-e", "p-x"), communities("65000:1")),
+			badv("y", all, toPeers("p-i"), communities("65000:2"))),
+		svcs: []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+		want: map[string][]string{
+			"n1": {"10.0.0.1/32 p-e,p-x c=65000:1 d/a", "10.0.0.1/32 p-i c=65000:2 d/a"},
+			"n2": {"10.0.0.1/32 p-e,p-x c=65000:1 d/a", "10.0.0.1/32 p-i c=65000:2 d/a"},
+			"n3": {"10.0.0.1/32 p-e,p-x c=65000:1 d/a", "10.0.0.1/32 p-i c=65000:2 d/a"},
+		},
+	}, {
+		name:  "IPv6 and a dual-stack Service, each family with its own length",
+		cfg:   bconf(pools, both[:1], badv("b", all, aggr(24, 124))),
+		nodes: three[:1],
+		svcs: []Service{svc("d/a", addrList("fd00::11", "fd00::1f"), "n1"),
+			svc("d/ds", addrList("fd01::3", "10.1.0.3"), "n1")},
+		want: map[string][]string{"n1": {"10.1.0.0/24 p-i d/ds", "fd00::10/124 p-i d/a", "fd01::/124 p-i d/ds"}},
+	}, {
+		name: "a dual-stack Service whose families are advertised by different advertisements",
+		cfg: bconf(pools, both,
+			badv("v4", []string{"mixed"}, toPeers("p-i"), onNodes("zone=a")),
+			badv("v6", []string{"mixed"}, toPeers("p-e"), onNodes("zone=b"), aggr(32, 64))),
+		svcs: []Service{svc("d/ds", addrList("fd01::3", "10.1.0.3"), "n1")},
+		want: map[string][]string{
+			"n1": {"10.1.0.3/32 p-i d/ds", "fd01::3/128 p-i d/ds"},
+			"n2": {"10.1.0.3/32 p-e d/ds", "fd01::/64 p-e d/ds"},
+			"n3": {"10.1.0.3/32 p-i d/ds", "fd01::3/128 p-i d/ds"},
+		},
+	}, {
+		name: "a shared address: every Local sharer must have an endpoint on the node",
+		cfg:  bconf(pools, both[:1], badv("b", all)),
+		svcs: []Service{local(svc("d/a", addrList("10.0.0.1"), "n1", "n2")), local(svc("d/b", addrList("10.0.0.1"), "n2", "n3")),
+			svc("d/c", addrList("10.0.0.1"), "n1"), local(svc("d/x", addrList("10.0.0.1"))),
+			local(svc("d/y", addrList("10.0.0.2"), "n1")), local(svc("d/z", addrList("10.0.0.2"), "n3"))},
+		want:    map[string][]string{"n2": {"10.0.0.1/32 p-i d/a,d/b,d/c"}},
+		skipped: []string{"10.0.0.2 -NoEligibleNode d/y,d/z"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := tc.nodes
+			if nodes == nil {
+				nodes = three
+			}
+			res := Compute(Inputs{Config: tc.cfg, Nodes: nodes, Services: tc.svcs})
+			for _, n := range nodes {
+				if got := renderRoutes(res.For(n.Name).BGP); !slices.Equal(got, tc.want[n.Name]) {
+					t.Errorf("%s: got\n%q\nwant\n%q", n.Name, got, tc.want[n.Name])
+				}
+			}
+			if got := renderBGPSkipped(res); !slices.Equal(got, tc.skipped) {
+				t.Errorf("skipped: got\n%q\nwant\n%q", got, tc.skipped)
+			}
+			if got := renderIssues(res); !slices.Equal(got, tc.issues) {
+				t.Errorf("issues: got\n%q\nwant\n%q", got, tc.issues)
+			}
+			// BGPNodes and BGPNodesByService agree with the nodes' routes.
+			byNode := map[string][]string{}
+			for _, n := range nodes {
+				for _, r := range res.For(n.Name).BGP.Routes {
+					for _, s := range r.Services {
+						if !slices.Contains(byNode[s], n.Name) {
+							byNode[s] = append(byNode[s], n.Name)
+						}
+					}
+				}
+			}
+			// BGPNodes(a): the nodes with a route covering a that lists a
+			// Service holding a.
+			for _, sv := range tc.svcs {
+				for _, a := range sv.Addrs {
+					var want []string
+					for _, n := range nodes {
+						for _, r := range res.For(n.Name).BGP.Routes {
+							if r.Prefix.Contains(a) && slices.ContainsFunc(tc.svcs, func(o Service) bool {
+								return slices.Contains(o.Addrs, a) && slices.Contains(r.Services, o.Key)
+							}) && !slices.Contains(want, n.Name) {
+								want = append(want, n.Name)
+							}
+						}
+					}
+					if got := res.BGPNodes(a); !slices.Equal(got, want) {
+						t.Errorf("BGPNodes(%s) = %v, the routes say %v", a, got, want)
+					}
+				}
+			}
+			got := res.BGPNodesByService()
+			if len(got) != len(byNode) {
+				t.Errorf("BGPNodesByService = %v, the routes say %v", got, byNode)
+			}
+			for s, ns := range byNode {
+				slices.Sort(ns)
+				if !slices.Equal(got[s], ns) {
+					t.Errorf("BGPNodesByService[%s] = %v, the routes say %v", s, got[s], ns)
+				}
+			}
+		})
+	}
+}
+
+// TestBGPOutOfRangeLengths: a Config that config.Parse would not make
+// does not make the planner panic.
+func TestBGPOutOfRangeLengths(t *testing.T) {
+	cfg := bconf([]*config.Pool{pool("p", "10.0.0.0/24", "fd00::/120")}, []*config.Peer{bpeer("r", 1, 1, "192.168.0.254")},
+		badv("a", []string{"p"}, aggr(40, -3)), badv("b", []string{"p"}, aggr(-1, 200)))
+	res := Compute(Inputs{Config: cfg, Nodes: []Node{bnode("n1", "192.168.0.1")},
+		Services: []Service{svc("d/a", addrList("10.0.0.1", "fd00::1"), "n1")}})
+	want := []string{"0.0.0.0/0 r d/a", "10.0.0.1/32 r d/a", "::/0 r d/a", "fd00::1/128 r d/a"}
+	if got := renderRoutes(res.For("n1").BGP); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestBGPSessions(t *testing.T) {
+	full := bpeer("full", 64500, 64501, "fd00::fe")
+	full.Port = 1179
+	full.SourceAddress = addr("fd00::1")
+	full.RouterID = addr("10.255.0.1")
+	full.HoldTime, full.KeepaliveTime, full.ConnectTime = 3*time.Second, time.Second, 5*time.Second
+	full.EBGPMultiHop = true
+	full.GracefulRestart = true
+	full.PasswordSecret = "bgp-auth"
+	zoned := bpeer("zoned", 64500, 64500, "192.168.0.254", "zone=b")
+	plain := bpeer("plain", 64500, 64500, "192.168.0.253")
+	cfg := bconf(nil, []*config.Peer{zoned, plain, full})
+	v6first := node("n1", "zone", "a")
+	v6first.Addrs = addrList("fd00::1", "::ffff:192.168.0.1", "192.168.0.99")
+	v6only := node("n2", "zone", "b")
+	v6only.Addrs = addrList("fd00::2")
+	unready := bnode("n3", "192.168.0.3", "zone", "b")
+	unready.NetworkUnavailable, unready.Excluded = true, true
+	in := Inputs{Config: cfg, Nodes: []Node{unready, v6only, v6first, bnode("dup", "192.168.0.4"), bnode("dup", "192.168.0.5")}}
+	res := Compute(in)
+
+	base := BGPSession{MyASN: 64500, PeerASN: 64500, PeerPort: 179,
+		HoldTime: 90 * time.Second, KeepaliveTime: 30 * time.Second, ConnectTime: 120 * time.Second}
+	with := func(name, peerAddr, routerID string) BGPSession {
+		s := base
+		s.Name, s.PeerAddress, s.RouterID = name, addr(peerAddr), addr(routerID)
+		return s
+	}
+	wantFull := BGPSession{Name: "full", MyASN: 64500, PeerASN: 64501, PeerAddress: addr("fd00::fe"), PeerPort: 1179,
+		SourceAddress: addr("fd00::1"), RouterID: addr("10.255.0.1"), HoldTime: 3 * time.Second, KeepaliveTime: time.Second,
+		ConnectTime: 5 * time.Second, EBGPMultiHop: true, PasswordSecret: SecretRef{"bgp-auth", "password"}, GracefulRestart: true}
+	want := map[string][]BGPSession{
+		// The first IPv4 address, IPv4-mapped or not, is the router ID.
+		"n1": {wantFull, with("plain", "192.168.0.253", "192.168.0.1")},
+		// No IPv4 address: only the peer that sets its routerID.
+		"n2": {wantFull},
+		// Sessions follow the peers' nodeSelectors only.
+		"n3":    {wantFull, with("plain", "192.168.0.253", "192.168.0.3"), with("zoned", "192.168.0.254", "192.168.0.3")},
+		"dup":   nil,
+		"ghost": nil,
+	}
+	for n, w := range want {
+		if got := res.For(n).BGP.Sessions; !slices.Equal(got, w) {
+			t.Errorf("%s: got\n%+v\nwant\n%+v", n, got, w)
+		}
+	}
+	if wantFull.IBGP() || !with("plain", "1.2.3.4", "1.2.3.4").IBGP() {
+		t.Errorf("IBGP is wrong")
+	}
+	wantIssues := []string{"NoRouterID peer=plain node=n2", "NoRouterID peer=zoned node=n2"}
+	if got := renderIssues(res); !slices.Equal(got, wantIssues) {
+		t.Errorf("issues: got %q, want %q", got, wantIssues)
+	}
+}
+
+// TestBGPFromParse runs objects through config.Parse: Community aliases
+// and well-known names reach the routes as values.
+func TestBGPFromParse(t *testing.T) {
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: "herald-system"} }
+	cfg, probs := config.Parse(config.Objects{
+		Pools: []v1beta1.IPAddressPool{{ObjectMeta: meta("p"), Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"10.0.0.0/24"}}}},
+		Peers: []v1beta1.BGPPeer{{ObjectMeta: meta("r"), Spec: v1beta1.BGPPeerSpec{MyASN: 64500, PeerASN: 64500, PeerAddress: "192.168.0.254",
+			PasswordSecret: &v1beta1.SecretReference{Name: "s"}}}},
+		Communities: []v1beta1.Community{{ObjectMeta: meta("c"), Spec: v1beta1.CommunitySpec{Communities: []v1beta1.CommunityAlias{
+			{Name: "gold", Value: "65000:300"}, {Name: "big", Value: "large:64500:1:2"}}}}},
+		BGPAdvertisements: []v1beta1.BGPAdvertisement{
+			{ObjectMeta: meta("a"), Spec: v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"p"}, LocalPref: 150,
+				Communities: []string{"gold", "no-export", "big", "65000:300"}}},
+			{ObjectMeta: meta("b"), Spec: v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"p"}, Communities: []string{"nope"}}},
+		},
+	})
+	if len(probs.Errors()) != 1 || probs.Errors()[0].Name != "b" {
+		t.Fatalf("problems: %v", probs)
+	}
+	res := Compute(Inputs{Config: cfg, Nodes: []Node{bnode("n1", "192.168.0.1")},
+		Services: []Service{svc("d/a", addrList("10.0.0.1"), "n1")}})
+	d := res.For("n1").BGP
+	want := []string{"10.0.0.1/32 r c=65000:300,65535:65281 lc=64500:1:2 lp=150 d/a"}
+	if got := renderRoutes(d); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if len(d.Sessions) != 1 || d.Sessions[0].PasswordSecret != (SecretRef{"s", PasswordKey}) {
+		t.Errorf("sessions: %+v", d.Sessions)
+	}
+}
