@@ -148,8 +148,7 @@ func announcers(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]strin
 
 // l2Fixture is the controller and the speakers installed once for a group of subtests, with a client.
 type l2Fixture struct {
-	c  client.Client
-	ns string
+	c client.Client
 }
 
 func installSpeakers(t *testing.T, ctx context.Context) *l2Fixture {

@@ -225,7 +225,7 @@ caps=$(sed -n '/^ *capabilities:/,/^ *privileged:/p' "$on" | grep -E '^ *(drop|a
 if [ "$off_status" != 0 ] || [ "$status" != 0 ] || echo "$off" | grep -q 'kind: DaemonSet' ||
 	! echo "$off" | grep -q 'delete daemonset herald-speaker' ||
 	! grep -q 'name: herald-speaker' "$on" || ! grep -q 'rollout status ds/herald-speaker' "$on" ||
-	! grep -q 'image: localhost/herald:test' "$on" || ! grep -qF 'args: [speaker, --node-name=$(NODE_NAME)]' "$on" ||
+	! grep -q 'image: localhost/herald:test' "$on" || ! grep -qF 'args: [speaker, --node-name=$(NODE_NAME), --memberlist-profile=fast]' "$on" ||
 	! grep -q 'hostNetwork: true' "$on" || [ "$caps" != "$(printf 'drop:[ALL]\nadd:[NET_RAW,NET_ADMIN]')" ] ||
 	grep -q 'privileged: true' "$on" || ! grep -q 'delete daemonset herald-speaker' "$on"; then
 	fail "herald-up with and without LAB_SPEAKER (status $off_status, $status; capabilities: $caps):"
@@ -237,6 +237,17 @@ if [ "$off_status" != 0 ] || [ "$status" != 0 ] || echo "$off" | grep -q 'kind: 
 	} | sed 's/^/      /'
 else
 	pass "lab herald-up installs the speaker only with LAB_SPEAKER=1: Herald image, hostNetwork, NET_RAW + NET_ADMIN only"
+fi
+# LAB_MEMBERLIST_PROFILE reaches the speaker's flags; a profile the speaker does not know is refused before kubectl.
+LAB_SPEAKER=1 LAB_MEMBERLIST_PROFILE=default herald_up_log
+def_status=$status
+def_args=$(grep -F 'args: [speaker' "$WORK/kubectl.log" || true)
+LAB_SPEAKER=1 LAB_MEMBERLIST_PROFILE=turbo herald_up_log
+if [ "$def_status" != 0 ] || [ "$def_args" != '        args: [speaker, --node-name=$(NODE_NAME), --memberlist-profile=default]' ] ||
+	[ "$status" = 0 ] || grep -q 'kind: DaemonSet' "$WORK/kubectl.log"; then
+	fail "LAB_MEMBERLIST_PROFILE (default: status $def_status, args '$def_args'; turbo: status $status)"
+else
+	pass "LAB_MEMBERLIST_PROFILE=default reaches --memberlist-profile; an unknown profile is refused"
 fi
 
 if [ "$failures" -gt 0 ]; then
