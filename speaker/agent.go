@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -32,6 +31,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/herald-lb/herald/announce/bgp"
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/configobjs"
@@ -89,6 +89,10 @@ type Options struct {
 	ExcludeInterfaces []string
 	// Announcer carries out the layer 2 plan; nil: NewL2Announcer.
 	Announcer Announcer
+	// BGP carries out the BGP plan; nil: an embedded GoBGP (bgp.New).
+	BGP BGPApplier
+	// BGPCloseTimeout bounds the withdraw and Cease on stop (default 2s).
+	BGPCloseTimeout time.Duration
 
 	// MetricsAddr and ProbeAddr are listen addresses ("0" disables).
 	MetricsAddr, ProbeAddr string
@@ -135,6 +139,7 @@ type Agent struct {
 	recorder events.EventRecorder
 	ml       *members.Members
 	ann      Announcer
+	bgp      BGPApplier
 	met      *metrics
 
 	kick  chan struct{}
@@ -150,7 +155,12 @@ type Agent struct {
 	keyWarned bool
 	applied   map[netip.Addr][]string
 	arrivals  uint64 // memberlist arrivals seen by the last sync
-	problems  string
+	// bgpApplied is the BGP state last applied; bgpProblems what was left
+	// out of it (logged once per change).
+	bgpApplied  *bgp.Desired
+	bgpProblems string
+	bgpNames    atomic.Pointer[map[netip.Addr]bgpPeerInfo]
+	problems    string
 }
 
 // Run runs a speaker until ctx is cancelled.
@@ -184,6 +194,9 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	if o.LeaveTimeout == 0 {
 		o.LeaveTimeout = time.Second
 	}
+	if o.BGPCloseTimeout == 0 {
+		o.BGPCloseTimeout = 2 * time.Second
+	}
 	if o.MemberlistPort == 0 {
 		o.MemberlistPort = members.DefaultPort
 	}
@@ -198,8 +211,10 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	inNS := map[string]cache.Config{o.Namespace: {}}
 	byObject := map[client.Object]cache.ByObject{
 		&v1beta1.ServiceL2Status{}: {Namespaces: inNS},
-		// Only the memberlist key Secret, not every Secret.
-		&corev1.Secret{}: {Namespaces: inNS, Field: fields.OneTermEqualSelector("metadata.name", o.MemberlistSecret)},
+		// The install namespace's Secrets: the memberlist key and the BGP
+		// peers' passwords (BGPPeer.spec.passwordSecret), watched so that a
+		// changed password re-creates its session.
+		&corev1.Secret{}: {Namespaces: inNS},
 	}
 	configobjs.CacheInNamespace(byObject, o.Namespace)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -258,8 +273,13 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	if a.ann == nil {
 		a.ann = NewL2Announcer(log.With("component", "l2"), o.ExcludeInterfaces)
 	}
-	a.met = newMetrics(o.Registerer, a.ann, ml)
+	a.bgp = o.BGP
+	if a.bgp == nil {
+		a.bgp = bgp.New(bgp.Options{Logger: log.With("component", "bgp")})
+	}
+	a.met = newMetrics(o.Registerer, a.ann, ml, a.bgpSessions)
 	fail := func(err error) (*Agent, error) {
+		_ = a.bgp.Close(context.Background())
 		_ = a.ann.Close()
 		_ = ml.Shutdown()
 		return nil, err
@@ -276,6 +296,9 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 		return fail(err)
 	}
 	if err := mgr.Add(manager.RunnableFunc(a.loop)); err != nil {
+		return fail(err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(a.watchBGP)); err != nil {
 		return fail(err)
 	}
 	log.Info("speaker ready to start", "memberlist", ml.Addr().String(), "encrypted", key != nil,
@@ -296,6 +319,13 @@ func (a *Agent) stop() {
 		_ = a.ml.Shutdown()
 		return
 	}
+	// Withdraw the routes and close the sessions with a Cease first: the
+	// routers drop the routes at once instead of after the hold time.
+	ctx, cancel := context.WithTimeout(context.Background(), a.o.BGPCloseTimeout)
+	if err := a.bgp.Close(ctx); err != nil {
+		a.log.Warn("closing the BGP sessions", "error", err)
+	}
+	cancel()
 	if err := a.ann.Close(); err != nil {
 		a.log.Warn("closing the responders", "error", err)
 	}
@@ -521,6 +551,9 @@ func (a *Agent) sync(ctx context.Context) error {
 		a.arrivals = arr
 	}
 	a.met.setAnnounced(a.o.NodeName, want.L2)
+	if err := a.syncBGP(ctx, in, want.BGP); err != nil {
+		return err
+	}
 	a.ready.Store(true)
 	return a.syncStatus(ctx, snap.Services, res.L2, a.ann.DefaultInterfaces())
 }

@@ -14,14 +14,19 @@ type metrics struct {
 // newMetrics registers the speaker's metrics: the announced addresses,
 // the responders' counters and the size of the default interface set (read
 // from the announcer at scrape time) and the memberlist view.
-func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members) *metrics {
+func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, sessions func() []bgpSession) *metrics {
 	m := &metrics{
 		announced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "herald_l2_announced",
 			Help: "1 for each address this node answers ARP/NDP for, by Service and node.",
 		}, []string{"service", "address", "node"}),
 	}
-	reg.MustRegister(m.announced,
+	reg.MustRegister(m.announced, &bgpCollector{sessions: sessions,
+		up: prometheus.NewDesc("herald_bgp_session_up",
+			"1 while the BGP session with the peer is established, 0 otherwise.", []string{"peer", "address"}, nil),
+		prefixes: prometheus.NewDesc("herald_bgp_prefixes_advertised",
+			"Prefixes this node advertises to the peer (sent while the session is established).", []string{"peer", "address"}, nil),
+	},
 		&l2Collector{ann: ann,
 			answered: prometheus.NewDesc("herald_l2_requests_answered_total",
 				"ARP requests and neighbour solicitations answered, by interface.", []string{"interface"}, nil),
@@ -84,5 +89,26 @@ func (c *l2Collector) Collect(ch chan<- prometheus.Metric) {
 	for name, s := range c.ann.L2Stats() {
 		ch <- prometheus.MustNewConstMetric(c.answered, prometheus.CounterValue, float64(s.Answered), name)
 		ch <- prometheus.MustNewConstMetric(c.gratuitous, prometheus.CounterValue, float64(s.Gratuitous), name)
+	}
+}
+
+type bgpCollector struct {
+	sessions     func() []bgpSession
+	up, prefixes *prometheus.Desc
+}
+
+func (c *bgpCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.up
+	ch <- c.prefixes
+}
+
+func (c *bgpCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.sessions() {
+		up := 0.0
+		if s.established {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, s.name, s.addr.String())
+		ch <- prometheus.MustNewConstMetric(c.prefixes, prometheus.GaugeValue, float64(s.prefixes), s.name, s.addr.String())
 	}
 }

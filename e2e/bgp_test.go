@@ -1,0 +1,160 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/ipam"
+)
+
+// The speaker's BGP half in the lab: every node peers with gobgpd and FRR (both passive, accepting the lan), a
+// Cluster Service's address from a pool off the lan is advertised by every node, the routers learn it with every
+// node as next hop, and the external client behind FRR reaches the backends through those routes.
+func TestBGPSpeakerAdvertises(t *testing.T) {
+	ctx := testContext(t, 6*time.Minute)
+	f := installSpeakers(t, ctx)
+	r := cluster.Ranges()
+	// The BGP range's 32nd address: not used by the demo or the other suites.
+	v4 := nthAddr(r.BGP, 32)
+	if !r.BGP.Contains(v4) {
+		t.Fatalf("the BGP range %s is too small", r.BGP)
+	}
+	for _, rt := range cluster.Routers() {
+		var addr netip.Addr
+		for _, a := range rt.Addresses() {
+			if a.Is4() {
+				addr = a
+			}
+		}
+		f.create(t, ctx, &v1beta1.BGPPeer{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + rt.Name(), Namespace: "herald-system"},
+			Spec: v1beta1.BGPPeerSpec{MyASN: rt.PeerASN(), PeerASN: rt.ASN(), PeerAddress: addr.String(),
+				HoldTime: &metav1.Duration{Duration: 9 * time.Second}, ConnectTime: &metav1.Duration{Duration: 2 * time.Second}},
+		})
+	}
+	f.create(t, ctx, &v1beta1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp", Namespace: "herald-system"},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{v4.String() + "/32"}},
+	})
+	f.create(t, ctx, &v1beta1.BGPAdvertisement{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp", Namespace: "herald-system"},
+		Spec:       v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"e2e-bgp"}, Communities: []string{"64500:42"}},
+	})
+	ns := testNamespace(t, ctx)
+	echoDeployment(t, ctx, ns)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "bgp", Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: "e2e-bgp"}},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: echoLabels,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	if err := f.c.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the service's address", func() (bool, error) {
+		err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bgp"}, svc)
+		return err == nil && len(svc.Status.LoadBalancer.Ingress) == 1, err
+	})
+	if got := svc.Status.LoadBalancer.Ingress[0].IP; got != v4.String() {
+		t.Fatalf("ingress %s, want %s", got, v4)
+	}
+
+	prefix := netip.PrefixFrom(v4, 32)
+	want := map[netip.Addr]bool{}
+	for _, n := range cluster.Nodes() {
+		want[n.IPv4] = true
+	}
+	for _, rt := range cluster.Routers() {
+		var got map[netip.Addr]bool
+		waitFor(t, ctx, fmt.Sprintf("%s to learn %s from every node", rt.Name(), prefix), func() (bool, error) {
+			routes, err := rt.Routes(ctx)
+			if err != nil {
+				return false, err
+			}
+			got = map[netip.Addr]bool{}
+			for _, route := range routes {
+				if route.Prefix == prefix {
+					for _, p := range route.Paths {
+						got[p.NextHop] = true
+					}
+				}
+			}
+			return len(got) == len(want), nil
+		})
+		for a := range got {
+			if !want[a] {
+				t.Errorf("%s has next hop %s for %s, not a node", rt.Name(), a, prefix)
+			}
+		}
+		t.Logf("%s learned %s with next hops %v", rt.Name(), prefix, got)
+	}
+
+	// Every speaker reports both sessions up.
+	waitFor(t, ctx, "every speaker's sessions up", func() (bool, error) {
+		for _, n := range cluster.Nodes() {
+			samples, err := speakerMetrics(ctx, n)
+			if err != nil {
+				return false, nil
+			}
+			up := 0
+			for _, s := range samples {
+				if s.name == "herald_bgp_session_up" && s.value == 1 {
+					up++
+				}
+			}
+			if up != len(cluster.Routers()) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+
+	url := fmt.Sprintf("http://%s/", v4)
+	backends := map[string]bool{}
+	waitFor(t, ctx, "answers from "+url+" at the external client behind FRR", func() (bool, error) {
+		resp, err := cluster.ExternalClient().HTTP().Get(url)
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if strings.HasPrefix(string(b), "echo from pod") {
+			backends[strings.Fields(string(b))[3]] = true
+		}
+		return len(backends) >= min(2, len(cluster.Nodes())), nil
+	})
+	t.Logf("%s answered the external client from %d backends", url, len(backends))
+
+	// The advertisement deleted: every node withdraws, the routers forget the prefix.
+	if err := f.c.Delete(ctx, &v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp", Namespace: "herald-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range cluster.Routers() {
+		waitFor(t, ctx, fmt.Sprintf("%s to withdraw %s", rt.Name(), prefix), func() (bool, error) {
+			routes, err := rt.Routes(ctx)
+			if err != nil {
+				return false, err
+			}
+			for _, route := range routes {
+				if route.Prefix == prefix {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	}
+}

@@ -1,0 +1,292 @@
+package speaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/herald-lb/herald/announce/bgp"
+	"github.com/herald-lb/herald/speaker/plan"
+)
+
+// BGPApplier carries out the BGP part of a plan on the node: it keeps the
+// sessions and advertises the routes. The real one is *bgp.Manager (an
+// embedded GoBGP); the agent's in-process tests use a recording fake, as two
+// agents in one process cannot both peer from one address.
+type BGPApplier interface {
+	// Set converges to the whole desired state (idempotent).
+	Set(ctx context.Context, d bgp.Desired) error
+	// Peers reports every session's state.
+	Peers() []bgp.PeerStatus
+	// Close withdraws every route, then closes every session with a Cease.
+	Close(ctx context.Context) error
+}
+
+var _ BGPApplier = (*bgp.Manager)(nil)
+
+// bgpState is the node's BGP plan turned into the session manager's state,
+// with what it could not turn.
+type bgpState struct {
+	desired bgp.Desired
+	// names maps each session's router address to its BGPPeer name (the
+	// label of the per-peer metrics) and the number of its prefixes.
+	names map[netip.Addr]bgpPeerInfo
+	// problems are the sessions and routes left out, each naming why.
+	problems []error
+}
+
+// buildBGP turns the node's BGP plan into the session manager's state. It is
+// pure: passwords come from password (the speaker reads the Secrets from
+// its cache). The node's addresses give the next hops for prefixes of the
+// family a session does not carry. What cannot be done is left out and
+// reported, never the whole state:
+//   - a session whose password cannot be read (it would not come up anyway;
+//     a session without it would be refused by the router);
+//   - a session whose router ID differs from the first session's (one
+//     speaker has one router ID; the session manager has one per node);
+//   - a route of a family for which the node has no address, to a session
+//     of the other family (there is no next hop to give).
+func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(plan.SecretRef) (string, error)) bgpState {
+	st := bgpState{names: map[netip.Addr]bgpPeerInfo{}}
+	if len(d.Sessions) == 0 {
+		return st
+	}
+	var v4, v6 netip.Addr
+	for _, a := range nodeAddrs {
+		a = a.Unmap()
+		if a.Is4() && !v4.IsValid() {
+			v4 = a
+		}
+		if a.Is6() && !v6.IsValid() {
+			v6 = a
+		}
+	}
+	first := d.Sessions[0]
+	st.desired.Global = bgp.Global{RouterID: first.RouterID, ASN: first.MyASN}
+	byName := map[string]int{} // session name -> index in desired.Peers
+	for _, s := range d.Sessions {
+		if s.RouterID != first.RouterID {
+			st.problems = append(st.problems, fmt.Errorf("bgp peer %s: router ID %s differs from %s (peer %s): a speaker has one router ID; session left out",
+				s.Name, s.RouterID, first.RouterID, first.Name))
+			continue
+		}
+		p := bgp.Peer{
+			Address:         s.PeerAddress,
+			ASN:             s.PeerASN,
+			LocalASN:        s.MyASN,
+			Port:            s.PeerPort,
+			SourceAddress:   s.SourceAddress,
+			HoldTime:        s.HoldTime,
+			KeepaliveTime:   s.KeepaliveTime,
+			ConnectRetry:    s.ConnectTime,
+			GracefulRestart: s.GracefulRestart,
+			NextHopV4:       v4,
+			NextHopV6:       v6,
+		}
+		if s.EBGPMultiHop && s.MyASN != s.PeerASN {
+			p.EBGPMultihopTTL = 255
+		}
+		if s.PasswordSecret != (plan.SecretRef{}) {
+			pw, err := password(s.PasswordSecret)
+			if err != nil {
+				st.problems = append(st.problems, fmt.Errorf("bgp peer %s: password from Secret %s key %q: %w; session left out",
+					s.Name, s.PasswordSecret.Name, s.PasswordSecret.Key, err))
+				continue
+			}
+			p.Password = pw
+		}
+		byName[s.Name] = len(st.desired.Peers)
+		st.names[p.Address] = bgpPeerInfo{name: s.Name}
+		st.desired.Peers = append(st.desired.Peers, p)
+	}
+	for _, r := range d.Routes {
+		adv := bgp.Advertisement{Prefix: r.Prefix, LocalPref: r.LocalPref}
+		var bad []error
+		for _, c := range r.Communities {
+			v, err := bgp.ParseCommunity(c)
+			if err != nil {
+				bad = append(bad, err)
+				continue
+			}
+			adv.Communities = append(adv.Communities, v)
+		}
+		for _, c := range r.LargeCommunities {
+			v, err := bgp.ParseLargeCommunity(c)
+			if err != nil {
+				bad = append(bad, err)
+				continue
+			}
+			adv.LargeCommunities = append(adv.LargeCommunities, v)
+		}
+		if len(bad) > 0 {
+			st.problems = append(st.problems, fmt.Errorf("bgp route %s: %w; advertised without them", r.Prefix, errors.Join(bad...)))
+		}
+		for _, name := range r.Peers {
+			i, ok := byName[name]
+			if !ok {
+				continue // the session was left out above, or is not this node's
+			}
+			p := &st.desired.Peers[i]
+			own := r.Prefix.Addr().Is4() == p.Address.Unmap().Is4()
+			if !own && ((r.Prefix.Addr().Is4() && !v4.IsValid()) || (r.Prefix.Addr().Is6() && !v6.IsValid())) {
+				st.problems = append(st.problems, fmt.Errorf("bgp route %s to peer %s: the node has no address of the prefix's family for the next hop; not advertised to it", r.Prefix, name))
+				continue
+			}
+			p.Advertisements = append(p.Advertisements, adv)
+		}
+	}
+	for i, p := range st.desired.Peers {
+		st.names[p.Address] = bgpPeerInfo{name: st.names[p.Address].name, prefixes: len(p.Advertisements)}
+		slices.SortFunc(st.desired.Peers[i].Advertisements, func(a, b bgp.Advertisement) int {
+			if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
+				return c
+			}
+			return a.Prefix.Bits() - b.Prefix.Bits()
+		})
+	}
+	return st
+}
+
+// syncBGP applies the node's BGP plan when it changed, and logs what had to
+// be left out of it once per change.
+func (a *Agent) syncBGP(ctx context.Context, in plan.Inputs, want plan.BGPDesired) error {
+	var addrs []netip.Addr
+	for _, n := range in.Nodes {
+		if n.Name == a.o.NodeName {
+			addrs = n.Addrs
+		}
+	}
+	st := buildBGP(want, addrs, func(ref plan.SecretRef) (string, error) { return a.password(ctx, ref) })
+	if p := errors.Join(st.problems...); p != nil && p.Error() != a.bgpProblems {
+		a.bgpProblems = p.Error()
+		a.log.Warn("BGP plan applied in part", "problems", p.Error())
+	} else if p == nil {
+		a.bgpProblems = ""
+	}
+	a.bgpNames.Store(&st.names)
+	if a.bgpApplied != nil && reflect.DeepEqual(*a.bgpApplied, st.desired) {
+		return nil
+	}
+	if err := a.bgp.Set(ctx, st.desired); err != nil {
+		return fmt.Errorf("applying the BGP plan: %w", err)
+	}
+	routes := 0
+	for _, p := range st.desired.Peers {
+		routes += len(p.Advertisements)
+	}
+	a.log.Info("BGP plan applied", "sessions", len(st.desired.Peers), "routes", routes)
+	d := st.desired
+	a.bgpApplied = &d
+	return nil
+}
+
+// password reads a BGP peer's TCP MD5 password from its Secret in the
+// install namespace (from the cache: Secrets there are watched).
+func (a *Agent) password(ctx context.Context, ref plan.SecretRef) (string, error) {
+	var s corev1.Secret
+	if err := a.c.Get(ctx, types.NamespacedName{Namespace: a.o.Namespace, Name: ref.Name}, &s); err != nil {
+		return "", err
+	}
+	key := ref.Key
+	if key == "" {
+		key = "password"
+	}
+	v, ok := s.Data[key]
+	if !ok || len(v) == 0 {
+		return "", fmt.Errorf("no key %q in the Secret", key)
+	}
+	return string(v), nil
+}
+
+// bgpPeerInfo is what the metrics and events say about a session beside
+// its state.
+type bgpPeerInfo struct {
+	name     string // the BGPPeer
+	prefixes int    // advertised to it
+}
+
+// bgpSession is one session as the metrics report it.
+type bgpSession struct {
+	bgpPeerInfo
+	addr        netip.Addr
+	established bool
+}
+
+// bgpSessions lists the node's sessions with their state, for the metrics.
+func (a *Agent) bgpSessions() []bgpSession {
+	names := map[netip.Addr]bgpPeerInfo{}
+	if p := a.bgpNames.Load(); p != nil {
+		names = *p
+	}
+	var out []bgpSession
+	for _, st := range a.bgp.Peers() {
+		if st.Removed {
+			continue
+		}
+		s := bgpSession{bgpPeerInfo: names[st.Peer], addr: st.Peer, established: st.Established}
+		out = append(out, s)
+	}
+	return out
+}
+
+// watchBGP turns session changes into Kubernetes events on this speaker's
+// Node: a Warning when a session goes down or cannot come up (with the
+// reason: the router's NOTIFICATION, a refused connection, a timeout — a
+// wrong TCP MD5 password shows as the latter), a Normal one when it is
+// established.
+func (a *Agent) watchBGP(ctx context.Context) error {
+	w, ok := a.bgp.(interface {
+		Watch() (<-chan bgp.PeerStatus, func())
+	})
+	if !ok {
+		return nil
+	}
+	events, cancel := w.Watch()
+	defer cancel()
+	node := &corev1.Node{}
+	node.Name = a.o.NodeName
+	node.UID = types.UID(a.o.NodeName) // events on Nodes name the node's name as its UID (as the kubelet does)
+	last := map[netip.Addr]bgp.PeerStatus{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case st, ok := <-events:
+			if !ok {
+				return nil
+			}
+			prev := last[st.Peer]
+			last[st.Peer] = st
+			if st.Removed {
+				delete(last, st.Peer)
+				continue
+			}
+			name := st.Peer.String()
+			if p := a.bgpNames.Load(); p != nil && (*p)[st.Peer].name != "" {
+				name = (*p)[st.Peer].name + " (" + st.Peer.String() + ")"
+			}
+			switch {
+			case st.Established && !prev.Established:
+				a.log.Info("BGP session established", "peer", name)
+				a.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventBGPSessionEstablished, "Peer",
+					"BGP session with %s established", name)
+			case st.LastError != "" && !st.LastErrorAt.Equal(prev.LastErrorAt):
+				a.log.Warn("BGP session down", "peer", name, "state", st.State, "reason", st.LastError)
+				a.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventBGPSessionDown, "Peer",
+					"BGP session with %s is %s: %s", name, st.State, st.LastError)
+			}
+		}
+	}
+}
+
+// Events on the speaker's Node.
+const (
+	EventBGPSessionEstablished = "BGPSessionEstablished"
+	EventBGPSessionDown        = "BGPSessionDown"
+)

@@ -1,0 +1,147 @@
+//go:build integration
+
+package speaker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/announce/bgp"
+	"github.com/herald-lb/herald/config/v1beta1"
+)
+
+// fakeBGP records the BGP state the agent applies.
+type fakeBGP struct {
+	mu     sync.Mutex
+	last   bgp.Desired
+	sets   int
+	closed bool
+}
+
+func (f *fakeBGP) Set(_ context.Context, d bgp.Desired) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.last, f.sets = d, f.sets+1
+	return nil
+}
+
+func (f *fakeBGP) Peers() []bgp.PeerStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []bgp.PeerStatus
+	for _, p := range f.last.Peers {
+		out = append(out, bgp.PeerStatus{Peer: p.Address, State: "established", Established: true})
+	}
+	return out
+}
+
+func (f *fakeBGP) Close(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed, f.last = true, bgp.Desired{}
+	return nil
+}
+
+// routes describes the fake's state: "peer password: prefix,prefix" per peer, sorted.
+func (f *fakeBGP) routes() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, p := range f.last.Peers {
+		var ps []string
+		for _, a := range p.Advertisements {
+			ps = append(ps, a.Prefix.String())
+		}
+		out = append(out, fmt.Sprintf("%s %s: %s", p.Address, p.Password, strings.Join(ps, ",")))
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
+// The BGP half end to end inside the agent: the configuration objects, the Service and its endpoints go through
+// the watches and the planner into the session manager's state — every node for Cluster, only endpoint nodes for
+// Local, the password from its Secret (and again when it changes), nothing once the advertisement is deleted, and a
+// withdraw on graceful stop.
+func TestBGPPlanApplied(t *testing.T) {
+	e := newEnv(t)
+	fakes := map[string]*fakeBGP{}
+	withBGP := func(o *Options) {
+		f := &fakeBGP{}
+		fakes[o.NodeName] = f
+		o.BGP = f
+	}
+	na, nb := e.ns+"-a", e.ns+"-b"
+	e.node(na, "127.0.0.1", nil)
+	e.node(nb, "127.0.0.2", nil)
+	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "router-pw"},
+		Type: corev1.SecretTypeBasicAuth, Data: map[string][]byte{"password": []byte("first")}})
+	e.create(&v1beta1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "router"},
+		Spec: v1beta1.BGPPeerSpec{MyASN: 64500, PeerASN: 64501, PeerAddress: "127.0.0.9",
+			PasswordSecret: &v1beta1.SecretReference{Name: "router-pw"}}})
+	e.pool("bgp", "198.51.100.0/28")
+	adv := &v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "bgp"},
+		Spec: v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"bgp"}}}
+	e.create(adv)
+	a := e.startSpeaker(na, "127.0.0.1", withBGP)
+	b := e.startSpeaker(nb, "127.0.0.2", withBGP)
+	e.settled(a, b)
+
+	expect := func(what string, want map[string]string) {
+		t.Helper()
+		e.eventually(10*time.Second, what, func() string {
+			for node, w := range want {
+				if got := fakes[node].routes(); got != w {
+					return fmt.Sprintf("%s: %q, want %q", node, got, w)
+				}
+			}
+			return ""
+		})
+	}
+	e.service("cluster", false, []string{"198.51.100.1"}, nb)
+	expect("Cluster: both nodes advertise", map[string]string{
+		na: "127.0.0.9 first: 198.51.100.1/32", nb: "127.0.0.9 first: 198.51.100.1/32"})
+	e.service("local", true, []string{"198.51.100.2"}, nb)
+	expect("Local: only the endpoint's node advertises it", map[string]string{
+		na: "127.0.0.9 first: 198.51.100.1/32", nb: "127.0.0.9 first: 198.51.100.1/32,198.51.100.2/32"})
+
+	var s corev1.Secret
+	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "router-pw"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Data["password"] = []byte("second")
+	if err := e.c.Update(e.ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	expect("a changed password reaches the session", map[string]string{
+		na: "127.0.0.9 second: 198.51.100.1/32", nb: "127.0.0.9 second: 198.51.100.1/32,198.51.100.2/32"})
+
+	if err := e.c.Delete(e.ctx, adv); err != nil {
+		t.Fatal(err)
+	}
+	expect("the advertisement deleted: sessions stay, routes go", map[string]string{
+		na: "127.0.0.9 second: ", nb: "127.0.0.9 second: "})
+
+	b.stop()
+	fb := fakes[nb]
+	fb.mu.Lock()
+	closed := fb.closed
+	fb.mu.Unlock()
+	if !closed {
+		t.Error("a stopped speaker did not close its BGP sessions")
+	}
+	if got := fakes[nb].routes(); got != "" {
+		t.Errorf("after stop: %q", got)
+	}
+}

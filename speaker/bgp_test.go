@@ -1,0 +1,182 @@
+package speaker
+
+import (
+	"errors"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-lb/herald/announce/bgp"
+	"github.com/herald-lb/herald/speaker/plan"
+)
+
+func TestBuildBGP(t *testing.T) {
+	ip := netip.MustParseAddr
+	pfx := netip.MustParsePrefix
+	node := []netip.Addr{ip("10.0.0.11"), ip("fd00::11")}
+	v4only := []netip.Addr{ip("10.0.0.11")}
+	sess := func(name, peer string) plan.BGPSession {
+		return plan.BGPSession{Name: name, MyASN: 64500, PeerASN: 64501, PeerAddress: ip(peer), RouterID: ip("10.0.0.11"),
+			HoldTime: 90 * time.Second, KeepaliveTime: 30 * time.Second, ConnectTime: 5 * time.Second}
+	}
+	pw := func(ref plan.SecretRef) (string, error) {
+		if ref.Name == "good" {
+			return "s3cret", nil
+		}
+		return "", errors.New("secrets \"" + ref.Name + "\" not found")
+	}
+	type want struct {
+		peers    map[string][]string // peer address -> prefixes advertised
+		problems []string            // substrings, one per problem
+	}
+	for _, tc := range []struct {
+		name  string
+		in    plan.BGPDesired
+		addrs []netip.Addr
+		want  want
+		check func(t *testing.T, d bgp.Desired)
+	}{
+		{name: "nothing", in: plan.BGPDesired{}, addrs: node, want: want{peers: map[string][]string{}}},
+		{
+			name: "one route to two peers of both families, next hops from the node",
+			in: plan.BGPDesired{
+				Sessions: []plan.BGPSession{sess("r4", "10.0.0.1"), sess("r6", "fd00::1")},
+				Routes: []plan.BGPRoute{
+					{Prefix: pfx("192.0.2.10/32"), Peers: []string{"r4", "r6"}},
+					{Prefix: pfx("2001:db8::10/128"), Peers: []string{"r4", "r6"}},
+				},
+			},
+			addrs: node,
+			want:  want{peers: map[string][]string{"10.0.0.1": {"192.0.2.10/32", "2001:db8::10/128"}, "fd00::1": {"192.0.2.10/32", "2001:db8::10/128"}}},
+			check: func(t *testing.T, d bgp.Desired) {
+				if d.Global.RouterID != ip("10.0.0.11") || d.Global.ASN != 64500 {
+					t.Errorf("global %+v", d.Global)
+				}
+				for _, p := range d.Peers {
+					if p.NextHopV4 != ip("10.0.0.11") || p.NextHopV6 != ip("fd00::11") || p.LocalASN != 64500 || p.ASN != 64501 ||
+						p.ConnectRetry != 5*time.Second || p.HoldTime != 90*time.Second {
+						t.Errorf("peer %+v", p)
+					}
+				}
+			},
+		},
+		{
+			name: "IPv6 route over an IPv4 session from a node without IPv6: left out for that peer only",
+			in: plan.BGPDesired{
+				Sessions: []plan.BGPSession{sess("r4", "10.0.0.1")},
+				Routes: []plan.BGPRoute{
+					{Prefix: pfx("192.0.2.10/32"), Peers: []string{"r4"}},
+					{Prefix: pfx("2001:db8::10/128"), Peers: []string{"r4"}},
+				},
+			},
+			addrs: v4only,
+			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.10/32"}},
+				problems: []string{"bgp route 2001:db8::10/128 to peer r4: the node has no address of the prefix's family"}},
+		},
+		{
+			name: "password read; a missing Secret leaves that session out, not the others",
+			in: plan.BGPDesired{
+				Sessions: []plan.BGPSession{
+					func() plan.BGPSession {
+						s := sess("a", "10.0.0.1")
+						s.PasswordSecret = plan.SecretRef{Name: "good", Key: "password"}
+						return s
+					}(),
+					func() plan.BGPSession {
+						s := sess("b", "10.0.0.2")
+						s.PasswordSecret = plan.SecretRef{Name: "gone", Key: "password"}
+						return s
+					}(),
+				},
+				Routes: []plan.BGPRoute{{Prefix: pfx("192.0.2.10/32"), Peers: []string{"a", "b"}}},
+			},
+			addrs: node,
+			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.10/32"}},
+				problems: []string{`bgp peer b: password from Secret gone key "password": secrets "gone" not found`}},
+			check: func(t *testing.T, d bgp.Desired) {
+				if d.Peers[0].Password != "s3cret" {
+					t.Errorf("password %q", d.Peers[0].Password)
+				}
+			},
+		},
+		{
+			name: "a second router ID is left out",
+			in: plan.BGPDesired{
+				Sessions: []plan.BGPSession{sess("a", "10.0.0.1"),
+					func() plan.BGPSession { s := sess("b", "10.0.0.2"); s.RouterID = ip("10.9.9.9"); return s }()},
+				Routes: []plan.BGPRoute{{Prefix: pfx("192.0.2.10/32"), Peers: []string{"a", "b"}}},
+			},
+			addrs: node,
+			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.10/32"}},
+				problems: []string{"bgp peer b: router ID 10.9.9.9 differs from 10.0.0.11"}},
+		},
+		{
+			name: "attributes: communities, large communities, localPref; eBGP multihop only for eBGP",
+			in: plan.BGPDesired{
+				Sessions: []plan.BGPSession{
+					func() plan.BGPSession { s := sess("e", "10.0.0.1"); s.EBGPMultiHop = true; return s }(),
+					func() plan.BGPSession {
+						s := sess("i", "10.0.0.2")
+						s.PeerASN, s.EBGPMultiHop = 64500, true
+						return s
+					}(),
+				},
+				Routes: []plan.BGPRoute{
+					{Prefix: pfx("192.0.2.10/32"), Peers: []string{"i"}, Communities: []string{"65000:100", "65535:65281"},
+						LargeCommunities: []string{"1:2:3"}, LocalPref: 200},
+					{Prefix: pfx("192.0.2.0/24"), Peers: []string{"e"}, Communities: []string{"bogus"}},
+				},
+			},
+			addrs: node,
+			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.0/24"}, "10.0.0.2": {"192.0.2.10/32"}},
+				problems: []string{`bgp route 192.0.2.0/24: community "bogus"`}},
+			check: func(t *testing.T, d bgp.Desired) {
+				e, i := d.Peers[0], d.Peers[1]
+				if e.EBGPMultihopTTL != 255 || i.EBGPMultihopTTL != 0 {
+					t.Errorf("multihop TTL e=%d i=%d", e.EBGPMultihopTTL, i.EBGPMultihopTTL)
+				}
+				a := i.Advertisements[0]
+				if !reflect.DeepEqual(a.Communities, []bgp.Community{65000<<16 | 100, 0xFFFFFF01}) || a.LocalPref != 200 ||
+					!reflect.DeepEqual(a.LargeCommunities, []bgp.LargeCommunity{{Global: 1, Local1: 2, Local2: 3}}) {
+					t.Errorf("attributes %+v", a)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := buildBGP(tc.in, tc.addrs, pw)
+			got := map[string][]string{}
+			for _, p := range st.desired.Peers {
+				var ps []string
+				for _, a := range p.Advertisements {
+					ps = append(ps, a.Prefix.String())
+				}
+				got[p.Address.String()] = ps
+				if st.names[p.Address].prefixes != len(p.Advertisements) || st.names[p.Address].name == "" {
+					t.Errorf("names[%s] = %+v", p.Address, st.names[p.Address])
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want.peers) {
+				t.Errorf("peers and prefixes\n got %v\nwant %v", got, tc.want.peers)
+			}
+			if len(st.problems) != len(tc.want.problems) {
+				t.Fatalf("problems %v, want %d", st.problems, len(tc.want.problems))
+			}
+			for i, p := range tc.want.problems {
+				if !strings.Contains(st.problems[i].Error(), p) {
+					t.Errorf("problem %q does not contain %q", st.problems[i], p)
+				}
+			}
+			if len(st.desired.Peers) > 0 {
+				if err := st.desired.Validate(); err != nil {
+					t.Errorf("the state is refused by the session manager: %v", err)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, st.desired)
+			}
+		})
+	}
+}
