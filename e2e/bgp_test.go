@@ -3,6 +3,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/e2e"
 	"github.com/herald-lb/herald/ipam"
 )
 
@@ -30,6 +32,14 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 	v4 := nthAddr(r.BGP, 32)
 	if !r.BGP.Contains(v4) {
 		t.Fatalf("the BGP range %s is too small", r.BGP)
+	}
+	// And an IPv6 address on a dual-stack lab, advertised over the same IPv4 sessions with the nodes' IPv6
+	// addresses as next hops.
+	var v6 netip.Addr
+	poolAddrs := []string{v4.String() + "/32"}
+	if r.BGPv6.IsValid() {
+		v6 = nthAddr(r.BGPv6, 32)
+		poolAddrs = append(poolAddrs, v6.String()+"/128")
 	}
 	for _, rt := range cluster.Routers() {
 		var addr netip.Addr
@@ -46,7 +56,7 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 	}
 	f.create(t, ctx, &v1beta1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp", Namespace: "herald-system"},
-		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{v4.String() + "/32"}},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: poolAddrs},
 	})
 	f.create(t, ctx, &v1beta1.BGPAdvertisement{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp", Namespace: "herald-system"},
@@ -54,12 +64,14 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 	})
 	ns := testNamespace(t, ctx)
 	echoDeployment(t, ctx, ns)
+	prefer := corev1.IPFamilyPolicyPreferDualStack
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "bgp", Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: "e2e-bgp"}},
 		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeLoadBalancer,
-			Selector: echoLabels,
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+			Type:           corev1.ServiceTypeLoadBalancer,
+			IPFamilyPolicy: &prefer,
+			Selector:       echoLabels,
+			Ports:          []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
 		},
 	}
 	if err := f.c.Create(ctx, svc); err != nil {
@@ -67,16 +79,43 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 	}
 	waitFor(t, ctx, "the service's address", func() (bool, error) {
 		err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bgp"}, svc)
-		return err == nil && len(svc.Status.LoadBalancer.Ingress) == 1, err
+		return err == nil && len(svc.Status.LoadBalancer.Ingress) == len(poolAddrs), err
 	})
 	if got := svc.Status.LoadBalancer.Ingress[0].IP; got != v4.String() {
-		t.Fatalf("ingress %s, want %s", got, v4)
+		t.Fatalf("ingress %s, want %s first", got, v4)
 	}
 
 	prefix := netip.PrefixFrom(v4, 32)
+	learned(t, ctx, prefix, func(n e2e.Node) netip.Addr { return n.IPv4 })
+	if v6.IsValid() {
+		learned(t, ctx, netip.PrefixFrom(v6, 128), func(n e2e.Node) netip.Addr { return n.IPv6 })
+	}
+	checkSessionsAndTraffic(t, ctx, v4)
+	if v6.IsValid() {
+		for _, a := range cluster.ExternalClient().Addresses() {
+			if a.Is6() {
+				checkSessionsAndTraffic(t, ctx, v6)
+				break
+			}
+		}
+	}
+
+	// The advertisement deleted: every node withdraws, the routers forget the prefix.
+	if err := f.c.Delete(ctx, &v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp", Namespace: "herald-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	withdrawn(t, ctx, prefix)
+	if v6.IsValid() {
+		withdrawn(t, ctx, netip.PrefixFrom(v6, 128))
+	}
+}
+
+// learned waits until every router has prefix with every node as next hop (the node's address given by hop).
+func learned(t *testing.T, ctx context.Context, prefix netip.Prefix, hop func(e2e.Node) netip.Addr) {
+	t.Helper()
 	want := map[netip.Addr]bool{}
 	for _, n := range cluster.Nodes() {
-		want[n.IPv4] = true
+		want[hop(n)] = true
 	}
 	for _, rt := range cluster.Routers() {
 		var got map[netip.Addr]bool
@@ -102,6 +141,12 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 		}
 		t.Logf("%s learned %s with next hops %v", rt.Name(), prefix, got)
 	}
+}
+
+// checkSessionsAndTraffic checks that every speaker reports its sessions up and that the external client behind
+// FRR reaches the backends through addr.
+func checkSessionsAndTraffic(t *testing.T, ctx context.Context, addr netip.Addr) {
+	t.Helper()
 
 	// Every speaker reports both sessions up.
 	waitFor(t, ctx, "every speaker's sessions up", func() (bool, error) {
@@ -123,7 +168,7 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 		return true, nil
 	})
 
-	url := fmt.Sprintf("http://%s/", v4)
+	url := "http://" + netip.AddrPortFrom(addr, 80).String() + "/"
 	backends := map[string]bool{}
 	waitFor(t, ctx, "answers from "+url+" at the external client behind FRR", func() (bool, error) {
 		resp, err := cluster.ExternalClient().HTTP().Get(url)
@@ -138,11 +183,11 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 		return len(backends) >= min(2, len(cluster.Nodes())), nil
 	})
 	t.Logf("%s answered the external client from %d backends", url, len(backends))
+}
 
-	// The advertisement deleted: every node withdraws, the routers forget the prefix.
-	if err := f.c.Delete(ctx, &v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp", Namespace: "herald-system"}}); err != nil {
-		t.Fatal(err)
-	}
+// withdrawn waits until no router has prefix.
+func withdrawn(t *testing.T, ctx context.Context, prefix netip.Prefix) {
+	t.Helper()
 	for _, rt := range cluster.Routers() {
 		waitFor(t, ctx, fmt.Sprintf("%s to withdraw %s", rt.Name(), prefix), func() (bool, error) {
 			routes, err := rt.Routes(ctx)
