@@ -96,6 +96,18 @@ herald_controller_up() {
 
 demo_fetch() { in_ns "$NS_CLIENT" curl -s --max-time 2 "http://$1/"; }
 
+# routers_learned IP: gobgpd has a path to IP/32 from every node and FRR installed it in its FIB with every node
+# as a next hop.
+routers_learned() {
+	local i rib fib
+	rib=$(gobgp_cli global rib "$1/32" 2>/dev/null) || return 1
+	fib=$(in_ns "$NS_FRR" ip route show "$1" 2>/dev/null) || return 1
+	for ((i = 1; i <= LAB_NODES; i++)); do
+		grep -q "$(node_ip4 "$i") " <<<"$rib" || return 1
+		grep -q "via $(node_ip4 "$i") " <<<"$fib" || { [ "$LAB_NODES" = 1 ] && grep -q "$(node_ip4 "$i")" <<<"$fib"; } || return 1
+	done
+}
+
 # l2_addresses: the addresses of the demo's L2 Service, space-separated.
 l2_addresses() { kubectl_lab -n "$DEMO_NS" get svc echo-l2 -o jsonpath='{.status.loadBalancer.ingress[*].ip}' 2>/dev/null; }
 l2_has_two() { [ "$(l2_addresses | wc -w)" = 2 ]; }
@@ -169,16 +181,21 @@ cmd_demo() {
 		assigned_by="set BY HAND by the lab (no Herald controller yet)"
 	fi
 
-	# Without a speaker nothing announces the address. The lab stands in: a static route from the lan client to
-	# node 1, and a gobgpd in every node announcing the address to both routers.
+	# The lan client does not speak BGP: a static route to node 1 takes it to the BGP address. The routers learn it
+	# from the Herald speakers (the demo's BGPPeers and BGPAdvertisement); without speakers the lab stands in with a
+	# gobgpd in every node announcing the address to both routers.
 	node_ip=$(node_ip4 1)
 	ip -n "$NS_CLIENT" route replace "$ip/32" via "$node_ip"
-	# The speaker has no BGP yet: the stand-ins announce the BGP address whether it runs or not.
-	local standin=1 speaker=0
-	phase "announce $ip/32 from every node (stand-in BGP speakers)" announce_all "$ip/32"
+	local standin=0 speaker=0
 	if [ $controller = 1 ] && speaker_ready; then
 		speaker=1
 		try_phase "wait for the L2 service's two addresses" wait_for "two addresses" 30 l2_has_two
+		try_phase "wait for both routers to learn $ip/32 from every node (Herald speakers, BGP)" \
+			wait_for "routes to $ip from every node" 60 routers_learned "$ip"
+		[ "$PHASE_STATUS" = 0 ] || log "the speakers' BGP routes did not reach both routers (kubectl -n herald-system logs ds/herald-speaker; kubectl get events -A --field-selector reason=BGPSessionDown)"
+	else
+		standin=1
+		phase "announce $ip/32 from every node (stand-in BGP speakers)" announce_all "$ip/32"
 	fi
 
 	local out
@@ -198,7 +215,7 @@ cmd_demo() {
 	echo "Backends:"
 	kubectl_lab -n "$DEMO_NS" get pods -o wide | sed 's/^/  /'
 	echo
-	echo "BGP: routes to $ip at the routers$([ $standin = 1 ] && echo " (announced by the lab's STAND-IN speakers, gobgpd in each node namespace)"):"
+	echo "BGP: routes to $ip at the routers, $([ $standin = 1 ] && echo "announced by the lab's STAND-IN speakers (gobgpd in each node namespace)" || echo "advertised by the Herald speakers"):"
 	echo "  gobgpd ($NS_GOBGP, AS $GOBGP_ASN, $GOBGP4):"
 	gobgp_cli global rib 2>&1 | sed 's/^/    /'
 	echo "  FRR ($NS_FRR, AS $FRR_ASN, $FRR4), kernel FIB:"
@@ -229,8 +246,8 @@ cmd_demo() {
 		echo "  - Herald controller: would assign the address from an IPAddressPool and write the Service status"
 	fi
 	if [ $speaker = 1 ]; then
-		echo "  - Herald speaker: runs on every node and answers ARP/NDP for the L2 pool (above); its BGP half is not"
-		echo "    there yet, so the lab's stand-ins announce the BGP pool ('lab announce I PREFIX' / 'lab withdraw I')"
+		echo "  - Herald speaker: runs on every node, answers ARP/NDP for the L2 pool and advertises the BGP pool to both"
+		echo "    routers (BGPPeers gobgp and frr; kubectl -n herald-system get bgppeers,bgpadvertisements)"
 	else
 		echo "  - Herald speaker: not running (LAB_SPEAKER=0, or it did not become ready): the L2 section is skipped;"
 		echo "    the lab's stand-ins announce the BGP pool ('lab announce I PREFIX' / 'lab withdraw I')"
