@@ -21,12 +21,12 @@ STATICCHECK := $(HERALD_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticch
 
 # shellcheck comes from Debian (install.sh lint installs it when missing).
 SHELLCHECK ?= shellcheck
-SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh $(wildcard e2e/lab/lib/*.sh)
+SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh)
 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration bench-controller bench-failover bench-nud soak-members e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration bench-controller bench-failover bench-bgp bench-nud soak-members e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -65,6 +65,21 @@ bench-failover:
 	done
 	grep -E 'FAILOVER' "$(FAILOVER_LOG)"
 	./e2e/lab/failover-summary.sh "$(FAILOVER_LOG)"
+
+## bench-bgp: BGP timings in the lab at the routers' RIBs, BGP_RUNS rounds (default 20) with a 3 s hold time and
+## BGP_LONG_RUNS rounds (default 3) with the 90 s default: new Service -> route and first answer; SIGTERM, kill -9
+## and link cut -> the node's path gone; p50/p99/max per case and router
+BGP_RUNS ?= 20
+BGP_LONG_RUNS ?= 3
+BGP_LOG ?= $${TMPDIR:-/tmp}/herald-bench-bgp.log
+bench-bgp:
+	./e2e/lab/install.sh apt k8s etcd
+	: > "$(BGP_LOG)"
+	for spec in 3s:$(BGP_RUNS) 90s:$(BGP_LONG_RUNS); do \
+	  HERALD_E2E_BGP_HOLD=$${spec%%:*} HERALD_E2E_BGP_RUNS=$${spec##*:} $(GO) test -tags e2e -count=1 -timeout 120m \
+	    -run '^TestBGPTiming$$' -v ./e2e/ >> "$(BGP_LOG)" 2>&1 || { tail -50 "$(BGP_LOG)"; exit 1; }; \
+	done
+	./e2e/lab/bgp-timing-summary.sh "$(BGP_LOG)"
 
 ## bench-nud: the lan client's neighbour entries under unreachability detection, NUD_SECONDS (default 180) of
 ## one-way UDP to an IPv4 and an IPv6 L2 address: no FAILED entry and no datagram lost

@@ -21,12 +21,31 @@ import (
 	"github.com/herald-lb/herald/ipam"
 )
 
+// noOtherPeers fails the test when BGPPeers it did not make exist (e.g. the demo's, on a lab kept with LAB_KEEP):
+// they would peer with the same routers from the same nodes, and the test would measure them.
+func noOtherPeers(t *testing.T, ctx context.Context, f *l2Fixture) {
+	t.Helper()
+	var peers v1beta1.BGPPeerList
+	if err := f.c.List(ctx, &peers); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range peers.Items {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	if len(names) > 0 {
+		t.Fatalf("the cluster already has BGPPeers %v (the demo's?): they peer with the same routers; remove them "+
+			"(kubectl -n herald-system delete bgppeers --all) or start from a fresh lab", names)
+	}
+}
+
 // The speaker's BGP half in the lab: every node peers with gobgpd and FRR (both passive, accepting the lan), a
 // Cluster Service's address from a pool off the lan is advertised by every node, the routers learn it with every
 // node as next hop, and the external client behind FRR reaches the backends through those routes.
 func TestBGPSpeakerAdvertises(t *testing.T) {
 	ctx := testContext(t, 6*time.Minute)
 	f := installSpeakers(t, ctx)
+	noOtherPeers(t, ctx, f)
 	r := cluster.Ranges()
 	// The BGP range's 32nd address: not used by the demo or the other suites.
 	v4 := nthAddr(r.BGP, 32)

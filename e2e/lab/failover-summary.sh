@@ -19,17 +19,4 @@ awk '/FAILOVER/ {
 	else if (v ~ /ms$/) ms = v + 0
 	else if (v ~ /s$/) ms = (v + 0) * 1000
 	printf "%s\t%.1f\n", c, ms
-}' "$log" | sort -t$'\t' -k1,1 -k2,2n | awk -F'\t' '
-# rank: the nearest-rank percentile p of the n sorted gaps.
-function rank(p,   r, i) {
-	r = p * n
-	i = int(r)
-	if (i < r) i++
-	return g[i - 1]
-}
-function flush() {
-	if (n > 0) printf "%-51s runs %3d  p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms\n", cur, n, rank(0.5), rank(0.99), g[n - 1]
-}
-$1 != cur { flush(); cur = $1; n = 0 }
-{ g[n++] = $2 }
-END { flush() }'
+}' "$log" | "$(dirname "$0")/percentiles.sh"

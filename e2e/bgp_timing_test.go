@@ -1,0 +1,247 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/e2e"
+	"github.com/herald-lb/herald/ipam"
+)
+
+// bgpRuns is the number of rounds of TestBGPTiming: HERALD_E2E_BGP_RUNS, default 1 (make e2e); make bench-bgp
+// sets BGP_RUNS (default 20).
+func bgpRuns(t *testing.T) int {
+	s := os.Getenv("HERALD_E2E_BGP_RUNS")
+	if s == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 30 {
+		t.Fatalf("HERALD_E2E_BGP_RUNS=%q: want 1 to 30", s)
+	}
+	return n
+}
+
+// bgpHold is the BGPPeers' hold time in TestBGPTiming: HERALD_E2E_BGP_HOLD (a duration), default 3s.
+func bgpHold(t *testing.T) time.Duration {
+	s := os.Getenv("HERALD_E2E_BGP_HOLD")
+	if s == "" {
+		return 3 * time.Second
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 3*time.Second {
+		t.Fatalf("HERALD_E2E_BGP_HOLD=%q: want a duration of at least 3s", s)
+	}
+	return d
+}
+
+// pathsVia returns the next hops router rt has for prefix now.
+func pathsVia(ctx context.Context, rt e2e.Router, prefix netip.Prefix) (map[netip.Addr]bool, error) {
+	routes, err := rt.Routes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[netip.Addr]bool{}
+	for _, r := range routes {
+		if r.Prefix == prefix {
+			for _, p := range r.Paths {
+				out[p.NextHop] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// untilRouters polls every router as fast as its CLI answers until cond holds for its next hops of prefix, and
+// returns, per router, the time from start until it did (the CLI's own latency, 10-40 ms, is the resolution).
+func untilRouters(t *testing.T, ctx context.Context, what string, start time.Time, prefix netip.Prefix,
+	cond func(hops map[netip.Addr]bool) bool) map[string]time.Duration {
+	t.Helper()
+	out := map[string]time.Duration{}
+	for len(out) < len(cluster.Routers()) {
+		for _, rt := range cluster.Routers() {
+			if _, ok := out[rt.Name()]; ok {
+				continue
+			}
+			hops, err := pathsVia(ctx, rt, prefix)
+			if err == nil && cond(hops) {
+				out[rt.Name()] = time.Since(start)
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %v", what, ctx.Err())
+		}
+	}
+	return out
+}
+
+// The BGP timings, measured at the routers' own RIBs (make bench-bgp prints the summary): a new Service's route,
+// its first answer at the external client, and how long a node's path stays at the routers after its speaker is
+// stopped gracefully (SIGTERM), killed (kill -9), or its link is cut (the hold time).
+func TestBGPTiming(t *testing.T) {
+	runs, hold := bgpRuns(t), bgpHold(t)
+	ctx := testContext(t, 5*time.Minute+time.Duration(runs)*(2*time.Minute+4*hold))
+	f := installSpeakers(t, ctx)
+	noOtherPeers(t, ctx, f)
+	r := cluster.Ranges()
+	first := nthAddr(r.BGP, 64)
+	last := nthAddr(r.BGP, 64+runs-1)
+	if !r.BGP.Contains(last) {
+		t.Fatalf("the BGP range %s is too small for %d runs", r.BGP, runs)
+	}
+	for _, rt := range cluster.Routers() {
+		var addr netip.Addr
+		for _, a := range rt.Addresses() {
+			if a.Is4() {
+				addr = a
+			}
+		}
+		f.create(t, ctx, &v1beta1.BGPPeer{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-t-" + rt.Name(), Namespace: "herald-system"},
+			Spec: v1beta1.BGPPeerSpec{MyASN: rt.PeerASN(), PeerASN: rt.ASN(), PeerAddress: addr.String(),
+				HoldTime: &metav1.Duration{Duration: hold}, ConnectTime: &metav1.Duration{Duration: 2 * time.Second}},
+		})
+	}
+	f.create(t, ctx, &v1beta1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp-timing", Namespace: "herald-system"},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{first.String() + "-" + last.String()}},
+	})
+	f.create(t, ctx, &v1beta1.BGPAdvertisement{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp-timing", Namespace: "herald-system"},
+		Spec:       v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"e2e-bgp-timing"}},
+	})
+	ns := testNamespace(t, ctx)
+	echoDeployment(t, ctx, ns)
+	nodes := cluster.Nodes()
+	all := func(hops map[netip.Addr]bool) bool {
+		for _, n := range nodes {
+			if !hops[n.IPv4] {
+				return false
+			}
+		}
+		return true
+	}
+	logf := func(what string, d map[string]time.Duration, extra string) {
+		for _, rt := range cluster.Routers() {
+			t.Logf("BGPTIMING [hold %v] %s at %s: %v%s", hold, what, rt.Name(), d[rt.Name()].Round(time.Millisecond), extra)
+		}
+	}
+
+	for i := range runs {
+		// A new Service: its route at each router (from any node, then from all), and the first answer.
+		name := fmt.Sprintf("t-%d", i)
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: "e2e-bgp-timing"}},
+			Spec: corev1.ServiceSpec{
+				Type:     corev1.ServiceTypeLoadBalancer,
+				Selector: echoLabels,
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+			},
+		}
+		start := time.Now()
+		if err := f.c.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		var addr netip.Addr
+		waitForFast(t, ctx, "the address of "+name, func() bool {
+			if err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, svc); err != nil {
+				return false
+			}
+			if len(svc.Status.LoadBalancer.Ingress) == 0 {
+				return false
+			}
+			addr = netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP)
+			return true
+		})
+		prefix := netip.PrefixFrom(addr, 32)
+		logf("new Service -> first path", untilRouters(t, ctx, "a path to "+prefix.String(), start, prefix,
+			func(h map[netip.Addr]bool) bool { return len(h) > 0 }), "")
+		logf("new Service -> paths from every node", untilRouters(t, ctx, "every node's path to "+prefix.String(), start, prefix, all), "")
+		url := "http://" + netip.AddrPortFrom(addr, 80).String() + "/"
+		waitForFast(t, ctx, "an answer from "+url+" at the external client", func() bool {
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
+			resp, err := cluster.ExternalClient().HTTP().Do(req)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return strings.HasPrefix(string(b), "echo from pod")
+		})
+		t.Logf("BGPTIMING [hold %v] new Service -> first answer at the external client: %v", hold, time.Since(start).Round(time.Millisecond))
+
+		// One node's speaker stopped three ways; each time the node's path must leave both routers.
+		node := nodes[i%len(nodes)]
+		gone := func(h map[netip.Addr]bool) bool { return !h[node.IPv4] }
+		back := func() {
+			waitFor(t, ctx, node.Name+"'s path back at every router", func() (bool, error) {
+				for _, rt := range cluster.Routers() {
+					h, err := pathsVia(ctx, rt, prefix)
+					if err != nil || !h[node.IPv4] {
+						return false, nil
+					}
+				}
+				return true, nil
+			})
+		}
+
+		pods, err := cluster.Kube().CoreV1().Pods("herald-system").List(ctx, metav1.ListOptions{
+			LabelSelector: "app.kubernetes.io/component=speaker", FieldSelector: "spec.nodeName=" + node.Name})
+		if err != nil || len(pods.Items) != 1 {
+			t.Fatalf("the speaker pod on %s: %v (%d found)", node.Name, err, len(pods.Items))
+		}
+		start = time.Now()
+		if err := cluster.Kube().CoreV1().Pods("herald-system").Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		logf("graceful stop (SIGTERM) -> path gone", untilRouters(t, ctx, node.Name+"'s path withdrawn", start, prefix, gone), " ("+node.Name+")")
+		back()
+
+		start = time.Now()
+		if err := cluster.Faults().StopSpeaker(ctx, node.Name); err != nil {
+			t.Fatal(err)
+		}
+		logf("kill -9 -> path gone", untilRouters(t, ctx, node.Name+"'s path gone", start, prefix, gone), " ("+node.Name+")")
+		back()
+
+		t.Cleanup(func() { _ = cluster.Faults().RestoreLink(context.Background(), node.Name) })
+		start = time.Now()
+		if err := cluster.Faults().CutLink(ctx, node.Name); err != nil {
+			t.Fatal(err)
+		}
+		logf("link cut -> path gone", untilRouters(t, ctx, node.Name+"'s path gone", start, prefix, gone), " ("+node.Name+")")
+		if err := cluster.Faults().RestoreLink(ctx, node.Name); err != nil {
+			t.Fatal(err)
+		}
+		back()
+	}
+}
+
+// waitForFast polls cond without pause until it holds (for timings), failing the test when ctx ends.
+func waitForFast(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		if ctx.Err() != nil {
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
