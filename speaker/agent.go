@@ -160,7 +160,10 @@ type Agent struct {
 	bgpApplied  *bgp.Desired
 	bgpProblems string
 	bgpNames    atomic.Pointer[map[netip.Addr]bgpPeerInfo]
-	problems    string
+	// bgpNodes are the nodes advertising each Service at the last sync
+	// (nil before the first: no events for what was already so).
+	bgpNodes map[string][]string
+	problems string
 }
 
 // Run runs a speaker until ctx is cancelled.
@@ -210,7 +213,8 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	}
 	inNS := map[string]cache.Config{o.Namespace: {}}
 	byObject := map[client.Object]cache.ByObject{
-		&v1beta1.ServiceL2Status{}: {Namespaces: inNS},
+		&v1beta1.ServiceL2Status{}:  {Namespaces: inNS},
+		&v1beta1.ServiceBGPStatus{}: {Namespaces: inNS},
 		// The install namespace's Secrets: the memberlist key and the BGP
 		// peers' passwords (BGPPeer.spec.passwordSecret), watched so that a
 		// changed password re-creates its session.
@@ -552,6 +556,15 @@ func (a *Agent) sync(ctx context.Context) error {
 	}
 	a.met.setAnnounced(a.o.NodeName, want.L2)
 	if err := a.syncBGP(ctx, in, want.BGP); err != nil {
+		return err
+	}
+	sessions := map[string]bool{}
+	if p := a.bgpNames.Load(); p != nil {
+		for _, info := range *p {
+			sessions[info.name] = true
+		}
+	}
+	if err := a.syncBGPStatus(ctx, snap.Services, bgpStatusByService(want.BGP.Routes, sessions), res.BGPNodesByService()); err != nil {
 		return err
 	}
 	a.ready.Store(true)

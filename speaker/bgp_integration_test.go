@@ -116,6 +116,50 @@ func TestBGPPlanApplied(t *testing.T) {
 	expect("Local: only the endpoint's node advertises it", map[string]string{
 		na: "127.0.0.9 first: 198.51.100.1/32", nb: "127.0.0.9 first: 198.51.100.1/32,198.51.100.2/32"})
 
+	// Each advertising node reports what it advertises for each Service; one of them says who advertises.
+	bgpStatuses := func(svc string) string {
+		var list v1beta1.ServiceBGPStatusList
+		if err := e.c.List(e.ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{v1beta1.LabelServiceName: svc}); err != nil {
+			return err.Error()
+		}
+		var out []string
+		for _, st := range list.Items {
+			out = append(out, fmt.Sprintf("%s %s %v %v", st.Name, st.Status.Node, st.Status.Peers, st.Status.Prefixes))
+		}
+		slices.Sort(out)
+		return strings.Join(out, "; ")
+	}
+	wantStatus := map[string]string{
+		"cluster": fmt.Sprintf("%s.cluster.%s %s [router] [198.51.100.1/32]; %s.cluster.%s %s [router] [198.51.100.1/32]", e.app, na, na, e.app, nb, nb),
+		"local":   fmt.Sprintf("%s.local.%s %s [router] [198.51.100.2/32]", e.app, nb, nb),
+	}
+	for svc, want := range wantStatus {
+		e.eventually(10*time.Second, "ServiceBGPStatus of "+svc, func() string {
+			if got := bgpStatuses(svc); got != want {
+				return fmt.Sprintf("%q, want %q", got, want)
+			}
+			return ""
+		})
+	}
+	e.eventually(5*time.Second, "AdvertisingFromNodes events", func() string {
+		c, l := e.eventsWith("cluster", EventAdvertisingFromNodes), e.eventsWith("local", EventAdvertisingFromNodes)
+		if !containsAny(c, "advertised over BGP from "+na+", "+nb+" (was none)") || !containsAny(l, "advertised over BGP from "+nb+" (was none)") {
+			return fmt.Sprintf("events %q and %q", c, l)
+		}
+		return ""
+	})
+	e.endpoints("local", na, nb)
+	e.eventually(10*time.Second, "the Local Service's second endpoint node advertises and reports it", func() string {
+		want := fmt.Sprintf("%s.local.%s %s [router] [198.51.100.2/32]; %s.local.%s %s [router] [198.51.100.2/32]", e.app, na, na, e.app, nb, nb)
+		if got := bgpStatuses("local"); got != want {
+			return fmt.Sprintf("%q, want %q", got, want)
+		}
+		if l := e.eventsWith("local", EventAdvertisingFromNodes); !containsAny(l, "advertised over BGP from "+na+", "+nb+" (was "+nb+")") {
+			return fmt.Sprintf("events %q", l)
+		}
+		return ""
+	})
+
 	var s corev1.Secret
 	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "router-pw"}, &s); err != nil {
 		t.Fatal(err)
@@ -125,13 +169,21 @@ func TestBGPPlanApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("a changed password reaches the session", map[string]string{
-		na: "127.0.0.9 second: 198.51.100.1/32", nb: "127.0.0.9 second: 198.51.100.1/32,198.51.100.2/32"})
+		na: "127.0.0.9 second: 198.51.100.1/32,198.51.100.2/32", nb: "127.0.0.9 second: 198.51.100.1/32,198.51.100.2/32"})
 
 	if err := e.c.Delete(e.ctx, adv); err != nil {
 		t.Fatal(err)
 	}
 	expect("the advertisement deleted: sessions stay, routes go", map[string]string{
 		na: "127.0.0.9 second: ", nb: "127.0.0.9 second: "})
+	for svc := range wantStatus {
+		e.eventually(10*time.Second, "ServiceBGPStatus of "+svc+" deleted", func() string {
+			if got := bgpStatuses(svc); got != "" {
+				return got
+			}
+			return ""
+		})
+	}
 
 	b.stop()
 	fb := fakes[nb]

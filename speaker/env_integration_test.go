@@ -411,14 +411,17 @@ func (e *env) statusNode(svc string) (v1beta1.ServiceL2Status, bool) {
 }
 
 // events returns the notes of the AnnouncingFromNode events on a Service.
-func (e *env) events(svc string) []string {
+func (e *env) events(svc string) []string { return e.eventsWith(svc, EventAnnouncingFromNode) }
+
+// eventsWith lists the notes of the events with reason on the Service svc, sorted.
+func (e *env) eventsWith(svc, reason string) []string {
 	l, err := e.cs.EventsV1().Events(e.app).List(e.ctx, metav1.ListOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	var out []string
 	for _, ev := range l.Items {
-		if ev.Regarding.Name == svc && ev.Reason == EventAnnouncingFromNode {
+		if ev.Regarding.Name == svc && ev.Reason == reason {
 			out = append(out, ev.Note)
 		}
 	}

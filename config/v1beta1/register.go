@@ -24,6 +24,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&BGPPeer{}, &BGPPeerList{},
 		&Community{}, &CommunityList{},
 		&ServiceL2Status{}, &ServiceL2StatusList{},
+		&ServiceBGPStatus{}, &ServiceBGPStatusList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
