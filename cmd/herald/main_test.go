@@ -27,3 +27,14 @@ func TestRun(t *testing.T) {
 		}
 	}
 }
+
+func TestSvclbBadEnv(t *testing.T) {
+	t.Setenv("SRC_PORT", "80")
+	t.Setenv("DEST_PROTO", "TCP")
+	t.Setenv("DEST_PORT", "http")
+	t.Setenv("DEST_IPS", "10.43.0.10")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"svclb"}, &out, &errOut); code != 3 || !strings.Contains(errOut.String(), `DEST_PORT=\"http\": not a port number`) {
+		t.Errorf("svclb with DEST_PORT=http: code %d, stderr %q; want 3 and a message naming DEST_PORT", code, errOut.String())
+	}
+}
