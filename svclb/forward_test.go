@@ -190,3 +190,60 @@ func TestForwardingDisabled(t *testing.T) {
 		}
 	}
 }
+
+func TestUserspaceRetryAndUDPSessions(t *testing.T) {
+	netnstest.RequireRoot(t)
+	tp := newTopo(t, false)
+	tp.forwarding("0")
+	tp.backend.IP("addr", "add", "10.0.2.4/24", "dev", "eth0") // nothing listens there: connections are refused
+
+	tcp, ok := startForwarder(t, tp.pod, "HERALD_SVCLB_MODE=userspace", "SRC_PORT=80", "DEST_PROTO=TCP", "DEST_PORT="+tcpPort, "DEST_IPS=10.0.2.4,10.0.2.2")
+	if !ok {
+		t.Fatalf("TCP forwarder exited with %d:\n%s", tcp.code, tcp.stderr)
+	}
+	t.Run("TCP: a refusing destination is skipped", func(t *testing.T) {
+		for i := 0; i < 4; i++ {
+			if who, err := tp.tcpEcho("10.0.1.2", "10.0.1.1:80"); err != nil || who != "10.0.2.2" {
+				t.Errorf("connection %d: reached %q, %v; want 10.0.2.2", i, who, err)
+			}
+		}
+	})
+
+	udp, ok := startForwarder(t, tp.pod, "HERALD_SVCLB_MODE=userspace", "SRC_PORT=53", "DEST_PROTO=UDP", "DEST_PORT="+udpPort, "DEST_IPS=10.0.2.2",
+		"HERALD_SVCLB_PROBE_PORT=0", "HERALD_SVCLB_UDP_IDLE_TIMEOUT=1s")
+	if !ok {
+		t.Fatalf("UDP forwarder exited with %d:\n%s", udp.code, udp.stderr)
+	}
+	t.Run("UDP: one session per client, closed when idle", func(t *testing.T) {
+		c, err := tp.dial("udp", "10.0.1.2", "10.0.1.1:53", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, first, err := udpExchange(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			time.Sleep(400 * time.Millisecond) // less than the idle timeout each time
+			if _, s, err := udpExchange(c); err != nil || s != first {
+				t.Fatalf("datagram %d: backend saw %q, %v; want the session's %q", i, s, err, first)
+			}
+		}
+		other, err := tp.dial("udp", "10.0.1.2", "10.0.1.1:53", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		if _, s, err := udpExchange(other); err != nil || s == first {
+			t.Errorf("another client: backend saw %q, %v; want a session of its own", s, err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if _, s, err := udpExchange(c); err != nil || s == first {
+			t.Errorf("after the idle timeout: backend saw %q, %v; want a new session", s, err)
+		}
+		if !strings.Contains(udp.stderr.String(), "UDP session idle, closing") {
+			t.Errorf("no idle session closed in the log:\n%s", udp.stderr)
+		}
+	})
+}

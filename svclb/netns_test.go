@@ -32,7 +32,7 @@ import (
 const (
 	childEnv  = "HERALD_SVCLB_TEST_CHILD"
 	tcpPort   = "8080" // backend TCP echo (first line: the address it was reached on)
-	udpPort   = "5353" // backend UDP: replies "<address> <payload>"
+	udpPort   = "5353" // backend UDP: replies "<address> <sender> <payload>"
 	sinkPort  = "9000" // backend TCP sink (benchmark throughput)
 	probePort = "10903"
 )
@@ -108,7 +108,7 @@ func (tp *topo) serveBackend(t testing.TB) {
 					if err != nil {
 						return
 					}
-					pc.WriteTo(append([]byte(a+" "), buf[:n]...), from)
+					pc.WriteTo(append([]byte(a+" "+from.String()+" "), buf[:n]...), from)
 				}
 			}()
 		}
@@ -183,32 +183,39 @@ func (tp *topo) tcpEcho(src, dst string) (string, error) {
 	return strings.TrimSpace(who), nil
 }
 
-// udpEcho sends one datagram through dst and returns the backend address
-// that answered.
+// udpEcho sends one datagram through dst from a new socket and returns the
+// backend address that answered.
 func (tp *topo) udpEcho(src, dst string) (string, error) {
 	c, err := tp.dial("udp", src, dst, time.Second)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
+	who, _, err := udpExchange(c)
+	return who, err
+}
+
+// udpExchange sends one datagram on c and returns the backend address that
+// answered and the sender the backend saw.
+func udpExchange(c net.Conn) (who, sender string, err error) {
 	buf := make([]byte, 2048)
 	// A few tries: the first datagram of a flow may race neighbour discovery.
 	for i := 0; i < 3; i++ {
 		if _, err := io.WriteString(c, "hello"); err != nil {
-			return "", err
+			return "", "", err
 		}
 		c.SetReadDeadline(time.Now().Add(700 * time.Millisecond))
 		n, err := c.Read(buf)
 		if err != nil {
 			continue
 		}
-		who, payload, _ := strings.Cut(string(buf[:n]), " ")
-		if payload != "hello" {
-			return "", fmt.Errorf("reply %q", buf[:n])
+		f := strings.SplitN(string(buf[:n]), " ", 3)
+		if len(f) != 3 || f[2] != "hello" {
+			return "", "", fmt.Errorf("reply %q", buf[:n])
 		}
-		return who, nil
+		return f[0], f[1], nil
 	}
-	return "", errors.New("no UDP reply")
+	return "", "", errors.New("no UDP reply")
 }
 
 // probe asks the forwarder's probe endpoint, from inside the pod.
