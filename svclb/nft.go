@@ -56,7 +56,7 @@ type nftBackend struct {
 func newNftBackend() (*nftBackend, error) {
 	c, err := nftables.New()
 	if err != nil {
-		return nil, fmt.Errorf("opening the nftables netlink socket: %w", err)
+		return nil, fmt.Errorf("opening the nftables netlink socket: %w (on a host without nftables, set %s=%s)", err, EnvMode, ModeUserspace)
 	}
 	return &nftBackend{conn: c}, nil
 }
@@ -80,7 +80,7 @@ func (b *nftBackend) apply(rs Ruleset) error {
 		b.conn.AddRule(r)
 	}
 	if err := b.conn.Flush(); err != nil {
-		return fmt.Errorf("nftables: installing table inet %s: %w", rs.Table.Name, err)
+		return fmt.Errorf("nftables: installing table inet %s: %w (on a host without nftables, set %s=%s)", rs.Table.Name, err, EnvMode, ModeUserspace)
 	}
 	return nil
 }
