@@ -1,6 +1,8 @@
 package svclb
 
 import (
+	"bufio"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -104,6 +106,26 @@ func TestForward(t *testing.T) {
 			t.Run("UDP IPv6", func(t *testing.T) {
 				if who, err := tp.udpEcho("fd00:1::2", "[fd00:1::1]:53"); err != nil || who != "fd00:2::2" {
 					t.Errorf("reached %q, %v; want fd00:2::2", who, err)
+				}
+			})
+			t.Run("a client whose own port is SRC_PORT", func(t *testing.T) {
+				// Masquerade keeps the client's port 80, so the destination's
+				// replies reach the pod with destination port 80 from an
+				// address outside the ranges: the filter must leave replies alone.
+				var c net.Conn
+				err := tp.client.Run(func() error {
+					d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("10.0.1.2"), Port: 80}}
+					var err error
+					c, err = d.Dial("tcp", "10.0.1.1:80")
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(2 * time.Second))
+				if who, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+					t.Errorf("no greeting through the forwarder: %q, %v", who, err)
 				}
 			})
 			t.Run("clients outside the source ranges get nothing", func(t *testing.T) {

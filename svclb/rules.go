@@ -44,7 +44,8 @@ func TableName(c Config) string {
 // BuildRuleset returns the table for c, an inet table (both families):
 //
 //	chain filter  (prerouting, -110): per family, packets of the protocol to
-//	    SRC_PORT from an allowed range are accepted, the others dropped;
+//	    SRC_PORT from an allowed range are accepted, the others (original
+//	    direction) dropped;
 //	chain dstnat  (prerouting, -100): per family, DNAT to DEST_PORT on one of
 //	    the family's DEST_IPS (numgen inc mod N through a map when N > 1);
 //	chain srcnat  (postrouting, 100): masquerade of the connections DNATed
@@ -82,15 +83,15 @@ func BuildRuleset(c Config) Ruleset {
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(c.SrcPort)},
 		}
-		// Original direction only: a reply that happens to come back to a
-		// port equal to SRC_PORT is not a new client.
+		// The drop is for the original direction only: a reply to a client
+		// whose own port is SRC_PORT (masquerade keeps it) comes back to that
+		// port from the destination, which is outside the ranges.
 		original := []expr.Any{
 			&expr.Ct{Key: expr.CtKeyDIRECTION, Register: 1},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0}}, // IP_CT_DIR_ORIGINAL
 		}
 		for _, p := range c.Ranges(fam) {
-			e := append(clone(ours), original...)
-			e = append(e, matchSource(p)...)
+			e := append(clone(ours), matchSource(p)...)
 			e = append(e, &expr.Verdict{Kind: expr.VerdictAccept})
 			rs.Rules = append(rs.Rules, &nftables.Rule{Table: t, Chain: filter, Exprs: e})
 		}

@@ -74,7 +74,7 @@ func TestBuildRuleset(t *testing.T) {
 			c:     Config{Proto: TCP, SrcPort: 80, DestPort: 80, DestIPs: []netip.Addr{a("10.43.0.10")}, SrcRanges: []netip.Prefix{p("0.0.0.0/0")}},
 			table: "herald-svclb-tcp-80",
 			rules: []string{
-				"filter: " + v4tcp80 + original + " accept",
+				"filter: " + v4tcp80 + " accept",
 				"filter: " + v4tcp80 + original + " drop",
 				"dstnat: " + v4tcp80 + " 0a2b000a>r1 0050>r2 dnat(fam2,addr=r1,port=r2)",
 				"srcnat: meta(15)>r1 r1==02 meta(16)>r1 r1==06 " + masq + "r1==0050 masq",
@@ -86,12 +86,12 @@ func TestBuildRuleset(t *testing.T) {
 				SrcRanges: []netip.Prefix{p("192.0.2.0/24"), p("198.51.100.7/32"), p("2001:db8::/32")}},
 			table: "herald-svclb-tcp-80",
 			rules: []string{
-				"filter: " + v4tcp80 + original + " payload(1,12,4)>r1 r1&ffffff00^00000000>r1 r1==c0000200 accept",
-				"filter: " + v4tcp80 + original + " payload(1,12,4)>r1 r1==c6336407 accept",
+				"filter: " + v4tcp80 + " payload(1,12,4)>r1 r1&ffffff00^00000000>r1 r1==c0000200 accept",
+				"filter: " + v4tcp80 + " payload(1,12,4)>r1 r1==c6336407 accept",
 				"filter: " + v4tcp80 + original + " drop",
 				"dstnat: " + v4tcp80 + " numgen(type0,mod2)>r1 r1@dests4>r1 7580>r2 dnat(fam2,addr=r1,port=r2)",
 				"srcnat: meta(15)>r1 r1==02 meta(16)>r1 r1==06 " + masq + "r1==0050 masq",
-				"filter: " + v6tcp80 + original + " payload(1,8,16)>r1 r1&ffffffff000000000000000000000000^00000000000000000000000000000000>r1 r1==20010db8000000000000000000000000 accept",
+				"filter: " + v6tcp80 + " payload(1,8,16)>r1 r1&ffffffff000000000000000000000000^00000000000000000000000000000000>r1 r1==20010db8000000000000000000000000 accept",
 				"filter: " + v6tcp80 + original + " drop",
 				"dstnat: " + v6tcp80 + " fd000000000000000000000000000005>r1 7580>r2 dnat(fam10,addr=r1,port=r2)",
 				"srcnat: meta(15)>r1 r1==0a meta(16)>r1 r1==06 " + masq + "r1==0050 masq",
@@ -103,7 +103,7 @@ func TestBuildRuleset(t *testing.T) {
 			c:     Config{Proto: UDP, SrcPort: 53, DestPort: 53, DestIPs: []netip.Addr{a("10.43.0.10")}, SrcRanges: []netip.Prefix{p("10.0.0.1/32")}},
 			table: "herald-svclb-udp-53",
 			rules: []string{
-				"filter: " + v4udp53 + original + " payload(1,12,4)>r1 r1==0a000001 accept",
+				"filter: " + v4udp53 + " payload(1,12,4)>r1 r1==0a000001 accept",
 				"filter: " + v4udp53 + original + " drop",
 				"dstnat: " + v4udp53 + " 0a2b000a>r1 0035>r2 dnat(fam2,addr=r1,port=r2)",
 				"srcnat: meta(15)>r1 r1==02 meta(16)>r1 r1==11 " + masq + "r1==0035 masq",
