@@ -195,6 +195,37 @@ func (p *proxy) serveUDP(ctx context.Context) {
 		}
 		mu.Unlock()
 	}()
+	// session returns the client's session, opening one if it has none.
+	session := func(from netip.AddrPort) *udpSession {
+		mu.Lock()
+		s := sessions[from]
+		mu.Unlock()
+		if s != nil {
+			return s
+		}
+		up, err := p.dialAny(ctx, "udp", from.Addr())
+		if err != nil {
+			p.log.Error("no destination for a UDP client", "client", from, "error", err)
+			return nil
+		}
+		s = &udpSession{up: up.(*net.UDPConn)}
+		s.last.Store(time.Now().UnixNano())
+		mu.Lock()
+		sessions[from] = s
+		mu.Unlock()
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.udpReplies(s, from)
+			mu.Lock()
+			if sessions[from] == s {
+				delete(sessions, from)
+			}
+			mu.Unlock()
+			s.up.Close()
+		}()
+		return s
+	}
 	buf := make([]byte, 65535)
 	for {
 		n, from, err := p.pc.ReadFromUDPAddrPort(buf)
@@ -210,35 +241,27 @@ func (p *proxy) serveUDP(ctx context.Context) {
 			p.log.Debug("dropped a datagram from outside the source ranges", "client", from)
 			continue
 		}
-		mu.Lock()
-		s := sessions[from]
-		mu.Unlock()
-		if s == nil {
-			up, err := p.dialAny(ctx, "udp", from.Addr())
-			if err != nil {
-				p.log.Error("no destination for a UDP client", "client", from, "error", err)
-				continue
+		// Twice at most: a session that timed out just now is closed;
+		// its datagram goes to a new one.
+		for try := 0; try < 2; try++ {
+			s := session(from)
+			if s == nil {
+				break
 			}
-			s = &udpSession{up: up.(*net.UDPConn)}
 			s.last.Store(time.Now().UnixNano())
-			mu.Lock()
-			sessions[from] = s
-			mu.Unlock()
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				p.udpReplies(s, from)
+			_, err := s.up.Write(buf[:n])
+			if errors.Is(err, net.ErrClosed) {
 				mu.Lock()
 				if sessions[from] == s {
 					delete(sessions, from)
 				}
 				mu.Unlock()
-				s.up.Close()
-			}()
-		}
-		s.last.Store(time.Now().UnixNano())
-		if _, err := s.up.Write(buf[:n]); err != nil {
-			p.log.Debug("UDP write to the destination failed", "client", from, "error", err)
+				continue
+			}
+			if err != nil {
+				p.log.Debug("UDP write to the destination failed", "client", from, "error", err)
+			}
+			break
 		}
 	}
 }

@@ -18,6 +18,8 @@ func TestRun(t *testing.T) {
 		{[]string{"--help"}, 0, "  version     print the version", ""},
 		{[]string{"bogus"}, 2, "", `unknown command "bogus"`},
 		{[]string{"speaker"}, 2, "", "herald speaker: --node-name (or NODE_NAME) is required"},
+		{[]string{"svclb", "-h"}, 0, "", "DEST_IPS"},
+		{[]string{"svclb", "extra"}, 2, "", `herald svclb: unexpected arguments: ["extra"]`},
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer
