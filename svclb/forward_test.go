@@ -139,6 +139,14 @@ func TestForward(t *testing.T) {
 				}
 			})
 			if mode == ModeNftables {
+				t.Run("an intact table is left alone", func(t *testing.T) {
+					time.Sleep(500 * time.Millisecond) // the forwarders check every 200 ms here
+					for _, f := range []*forwarder{tcp, udp} {
+						if strings.Contains(f.stderr.String(), "reinstalling") {
+							t.Errorf("a forwarder reinstalled its intact table:\n%s", f.stderr)
+						}
+					}
+				})
 				t.Run("a deleted table is put back", func(t *testing.T) {
 					deleteTable(t, tp, tcpTable)
 					ok := netnstest.Eventually(5*time.Second, func() bool {

@@ -49,7 +49,7 @@ func TableName(c Config) string {
 //	chain dstnat  (prerouting, -100): per family, DNAT to DEST_PORT on one of
 //	    the family's DEST_IPS (numgen inc mod N through a map when N > 1);
 //	chain srcnat  (postrouting, 100): masquerade of the connections DNATed
-//	    above (ct status dnat and original destination port SRC_PORT).
+//	    above (ct status dnat, to one of DEST_IPS on DEST_PORT).
 func BuildRuleset(c Config) Ruleset {
 	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName(c)}
 	accept := nftables.ChainPolicyAccept
@@ -109,7 +109,7 @@ func BuildRuleset(c Config) Ruleset {
 				dt = nftables.TypeIP6Addr
 			}
 			m := &nftables.Set{Table: t, Name: fmt.Sprintf("dests%d", fam), ID: uint32(fam),
-				IsMap: true, KeyType: nftables.TypeInteger, DataType: dt}
+				IsMap: true, KeyType: nftables.TypeInteger, DataType: dt, KeyByteOrder: binaryutil.NativeEndian}
 			var els []nftables.SetElement
 			for i, d := range dests {
 				els = append(els, nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uint32(i)), Val: d.AsSlice()})
@@ -128,20 +128,34 @@ func BuildRuleset(c Config) Ruleset {
 
 		// Masquerade what the DNAT rule above sent on: without it the
 		// destination would answer the client directly, bypassing the
-		// reverse translation.
-		rs.Rules = append(rs.Rules, &nftables.Rule{Table: t, Chain: snat, Exprs: []expr.Any{
-			&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
-			&expr.Ct{Key: expr.CtKeySTATUS, Register: 1},
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
-				Mask: binaryutil.NativeEndian.PutUint32(ipsDstNAT), Xor: []byte{0, 0, 0, 0}},
-			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}},
-			&expr.Ct{Key: expr.CtKeyPROTODST, Register: 1, Direction: 0},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(c.SrcPort)},
-			&expr.Masq{},
-		}})
+		// reverse translation. Matched after DNAT, by the new destination
+		// (ct original proto-dst would say "ours" more directly, but
+		// google/nftables encodes the ct direction attribute as 32 bits
+		// where the kernel reads 8, and cannot read such a rule back).
+		daddr := []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4}}
+		if fam == 6 {
+			daddr = []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16}}
+		}
+		for _, d := range dests {
+			e := []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
+				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+				&expr.Ct{Key: expr.CtKeySTATUS, Register: 1},
+				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+					Mask: binaryutil.NativeEndian.PutUint32(ipsDstNAT), Xor: []byte{0, 0, 0, 0}},
+				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}},
+			}
+			e = append(e, daddr...)
+			e = append(e,
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: d.AsSlice()},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(c.DestPort)},
+				&expr.Masq{},
+			)
+			rs.Rules = append(rs.Rules, &nftables.Rule{Table: t, Chain: snat, Exprs: e})
+		}
 	}
 	return rs
 }

@@ -54,13 +54,14 @@ func TestBuildRuleset(t *testing.T) {
 	a := netip.MustParseAddr
 	p := netip.MustParsePrefix
 	// Building blocks of the expected rules (meta 15 = nfproto, 16 = l4proto;
-	// ct 1 = direction, 2 = status, 12 = proto-dst; nfproto 2 = IPv4, 10 = IPv6).
+	// ct 1 = direction, 2 = status; nfproto 2 = IPv4, 10 = IPv6).
 	const (
 		v4tcp80  = "meta(15)>r1 r1==02 meta(16)>r1 r1==06 payload(2,2,2)>r1 r1==0050"
 		v6tcp80  = "meta(15)>r1 r1==0a meta(16)>r1 r1==06 payload(2,2,2)>r1 r1==0050"
 		v4udp53  = "meta(15)>r1 r1==02 meta(16)>r1 r1==11 payload(2,2,2)>r1 r1==0035"
 		original = " ct(1,dir0)>r1 r1==00"
-		masq     = "ct(2,dir0)>r1 r1&20000000^00000000>r1 r1!=00000000 ct(12,dir0)>r1 "
+		masq4    = "meta(15)>r1 r1==02 meta(16)>r1 r1==06 ct(2,dir0)>r1 r1&20000000^00000000>r1 r1!=00000000 payload(1,16,4)>r1 "
+		masq6    = "meta(15)>r1 r1==0a meta(16)>r1 r1==06 ct(2,dir0)>r1 r1&20000000^00000000>r1 r1!=00000000 payload(1,24,16)>r1 "
 	)
 	tests := []struct {
 		name  string
@@ -77,7 +78,7 @@ func TestBuildRuleset(t *testing.T) {
 				"filter: " + v4tcp80 + " accept",
 				"filter: " + v4tcp80 + original + " drop",
 				"dstnat: " + v4tcp80 + " 0a2b000a>r1 0050>r2 dnat(fam2,addr=r1,port=r2)",
-				"srcnat: meta(15)>r1 r1==02 meta(16)>r1 r1==06 " + masq + "r1==0050 masq",
+				"srcnat: " + masq4 + "r1==0a2b000a payload(2,2,2)>r1 r1==0050 masq",
 			},
 		},
 		{
@@ -90,11 +91,12 @@ func TestBuildRuleset(t *testing.T) {
 				"filter: " + v4tcp80 + " payload(1,12,4)>r1 r1==c6336407 accept",
 				"filter: " + v4tcp80 + original + " drop",
 				"dstnat: " + v4tcp80 + " numgen(type0,mod2)>r1 r1@dests4>r1 7580>r2 dnat(fam2,addr=r1,port=r2)",
-				"srcnat: meta(15)>r1 r1==02 meta(16)>r1 r1==06 " + masq + "r1==0050 masq",
+				"srcnat: " + masq4 + "r1==c0a80105 payload(2,2,2)>r1 r1==7580 masq",
+				"srcnat: " + masq4 + "r1==c0a80106 payload(2,2,2)>r1 r1==7580 masq",
 				"filter: " + v6tcp80 + " payload(1,8,16)>r1 r1&ffffffff000000000000000000000000^00000000000000000000000000000000>r1 r1==20010db8000000000000000000000000 accept",
 				"filter: " + v6tcp80 + original + " drop",
 				"dstnat: " + v6tcp80 + " fd000000000000000000000000000005>r1 7580>r2 dnat(fam10,addr=r1,port=r2)",
-				"srcnat: meta(15)>r1 r1==0a meta(16)>r1 r1==06 " + masq + "r1==0050 masq",
+				"srcnat: " + masq6 + "r1==fd000000000000000000000000000005 payload(2,2,2)>r1 r1==7580 masq",
 			},
 			sets: map[string][]string{"dests4": {"00000000>c0a80105", "01000000>c0a80106"}},
 		},
@@ -106,7 +108,7 @@ func TestBuildRuleset(t *testing.T) {
 				"filter: " + v4udp53 + " payload(1,12,4)>r1 r1==0a000001 accept",
 				"filter: " + v4udp53 + original + " drop",
 				"dstnat: " + v4udp53 + " 0a2b000a>r1 0035>r2 dnat(fam2,addr=r1,port=r2)",
-				"srcnat: meta(15)>r1 r1==02 meta(16)>r1 r1==11 " + masq + "r1==0035 masq",
+				"srcnat: meta(15)>r1 r1==02 meta(16)>r1 r1==11 ct(2,dir0)>r1 r1&20000000^00000000>r1 r1!=00000000 payload(1,16,4)>r1 r1==0a2b000a payload(2,2,2)>r1 r1==0035 masq",
 			},
 		},
 	}

@@ -126,10 +126,11 @@ func runNftables(ctx context.Context, c Config, o Options, log *slog.Logger, mar
 			log.Info("stopped, table removed", "table", "inet "+rs.Table.Name)
 			return nil
 		case <-tick.C:
-			if n, err := b.count(rs); err == nil && n == want {
+			n, err := b.count(rs)
+			if err == nil && n == want {
 				continue
 			}
-			log.Warn("table changed behind our back, reinstalling", "table", "inet "+rs.Table.Name)
+			log.Warn("table changed behind our back, reinstalling", "table", "inet "+rs.Table.Name, "rules", n, "want", want, "error", err)
 			if err := b.apply(BuildRuleset(c)); err != nil {
 				ready.Store(false)
 				log.Error("reinstalling failed; not ready", "error", err)
