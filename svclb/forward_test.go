@@ -53,7 +53,7 @@ func TestForward(t *testing.T) {
 					SrcRanges: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}})
 			}
 			common := []string{"HERALD_SVCLB_MODE=" + string(mode), "SRC_RANGES=10.0.1.2/32 fd00:1::2/128",
-				"DEST_IPS=10.0.2.2,10.0.2.3,fd00:2::2", "HERALD_SVCLB_UDP_IDLE_TIMEOUT=2s"}
+				"DEST_IPS=10.0.2.2,10.0.2.3,fd00:2::2", "HERALD_SVCLB_UDP_IDLE_TIMEOUT=2s", recheckEnv + "=200ms"}
 			// Two containers of one pod: one network namespace, one forwarder per port.
 			tcp, ok := startForwarder(t, tp.pod, append(common, "SRC_PORT=80", "DEST_PROTO=TCP", "DEST_PORT="+tcpPort, "HERALD_SVCLB_PROBE_PORT="+probePort)...)
 			if !ok {
