@@ -1,6 +1,8 @@
 # Summarises rounds of BenchmarkForward (make bench-svclb): per path the
 # median, min and max of the throughput (Gbit/s) and of the round-trip time
-# (µs), and nftables/userspace against direct.
+# (µs), and nftables/userspace against direct: the ratio (throughput) or the
+# difference (latency) of the medians, and the median of the per-round ratios
+# or differences (rounds are interleaved, so a pair shares the machine's load).
 /^BenchmarkForward\// {
 	name = $1
 	sub(/^BenchmarkForward\//, "", name)
@@ -35,8 +37,17 @@ END {
 			if (!n[name]) continue
 			m = median(name)
 			line = sprintf("SVCLB %-21s median %7.2f %-6s (min %.2f, max %.2f, %d rounds)", name, m, unit[name], lo, hi, n[name])
-			if (b > 1 && kinds[a] == "throughput") line = line sprintf("  %.1f %% of direct", 100 * m / base)
-			if (b > 1 && kinds[a] == "latency") line = line sprintf("  %+.2f µs vs direct", m - base)
+			d = kinds[a] "/direct"
+			if (b > 1 && n[name] == n[d]) {
+				for (i = 1; i <= n[name]; i++) {
+					if (kinds[a] == "throughput") v["pair", i] = 100 * v[name, i] / v[d, i]
+					else v["pair", i] = v[name, i] - v[d, i]
+				}
+				n["pair"] = n[name]
+				pm = median("pair")
+			}
+			if (b > 1 && kinds[a] == "throughput") line = line sprintf("  %.1f %% of direct (per round: median %.1f %%, %.1f-%.1f)", 100 * m / base, pm, lo, hi)
+			if (b > 1 && kinds[a] == "latency") line = line sprintf("  %+.2f µs vs direct (per round: median %+.2f, %+.2f to %+.2f)", m - base, pm, lo, hi)
 			print line
 		}
 	}
