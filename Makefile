@@ -26,7 +26,7 @@ SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/lib_test.sh e2e/
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration bench-controller bench-failover bench-bgp bench-nud soak-members e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration bench-controller bench-svclb bench-failover bench-bgp bench-nud soak-members e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -49,6 +49,19 @@ integration: kube-bin
 ## bench-controller: 1,000 Services against the real API server; prints LOAD figures
 bench-controller: kube-bin
 	$(GO) test -tags integration -count=1 -timeout 20m -run '^TestLoad(Burst)?$$' -v ./controller/ | grep -E 'LOAD|^(ok|FAIL|---)'
+
+## bench-svclb: the ServiceLB forwarder in test-made namespaces (root): one client's TCP throughput and round-trip
+## time direct (routed, no NAT), through the nftables rules and through the userspace proxy. SVCLB_BENCH_ROUNDS
+## (default 10) rounds of 1 s per path, the paths interleaved round by round (the machine may be shared); medians
+## printed at the end, every round in SVCLB_BENCH_LOG
+SVCLB_BENCH_ROUNDS ?= 10
+SVCLB_BENCH_LOG ?= $${TMPDIR:-/tmp}/herald-bench-svclb.log
+bench-svclb:
+	$(GO) test -c -o "$${TMPDIR:-/tmp}/herald-svclb.test" ./svclb/
+	for i in $$(seq $(SVCLB_BENCH_ROUNDS)); do \
+	  "$${TMPDIR:-/tmp}/herald-svclb.test" -test.run '^$$' -test.bench '^BenchmarkForward$$' -test.benchtime 1s || exit 1; \
+	done | tee "$(SVCLB_BENCH_LOG)" | grep -E '^BenchmarkForward/'
+	awk -f svclb/bench_summary.awk "$(SVCLB_BENCH_LOG)"
 
 ## bench-failover: layer 2 failover in the lab, FAILOVER_RUNS rounds (default 20) per memberlist profile in
 ## FAILOVER_PROFILES (default: fast default): the longest gap in a UDP stream from the lan client (every 10 ms) for a

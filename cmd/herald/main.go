@@ -27,7 +27,7 @@ func commands() map[string]command {
 		"version":    {"print the version and git commit", runVersion},
 		"controller": {"assign LoadBalancer addresses from pools (cluster-wide)", runController},
 		"speaker":    {"announce addresses over ARP, NDP and BGP (one per node)", runSpeaker},
-		"svclb":      {"forward a node port to a Service (ServiceLB pods)", notYet("svclb")},
+		"svclb":      {"forward a node port to a Service (ServiceLB pods)", runSvclb},
 	}
 }
 
@@ -69,13 +69,4 @@ func usage(w io.Writer, cmds map[string]command) {
 func runVersion(_ []string, stdout, _ io.Writer) int {
 	fmt.Fprintf(stdout, "herald %s (commit %s, %s, %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return 0
-}
-
-// notYet stands for a role whose issue has not landed: it says so and fails,
-// so a manifest that starts it is visibly not working.
-func notYet(name string) func([]string, io.Writer, io.Writer) int {
-	return func(_ []string, _, stderr io.Writer) int {
-		fmt.Fprintf(stderr, "herald %s: not implemented yet\n", name)
-		return 1
-	}
 }

@@ -18,6 +18,8 @@ func TestRun(t *testing.T) {
 		{[]string{"--help"}, 0, "  version     print the version", ""},
 		{[]string{"bogus"}, 2, "", `unknown command "bogus"`},
 		{[]string{"speaker"}, 2, "", "herald speaker: --node-name (or NODE_NAME) is required"},
+		{[]string{"svclb", "-h"}, 0, "", "DEST_IPS"},
+		{[]string{"svclb", "extra"}, 2, "", `herald svclb: unexpected arguments: ["extra"]`},
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer
@@ -25,5 +27,16 @@ func TestRun(t *testing.T) {
 		if code != tc.code || !strings.Contains(out.String(), tc.stdout) || !strings.Contains(errOut.String(), tc.stderr) {
 			t.Errorf("run(%q) = %d, stdout %q, stderr %q; want %d, %q, %q", tc.args, code, out.String(), errOut.String(), tc.code, tc.stdout, tc.stderr)
 		}
+	}
+}
+
+func TestSvclbBadEnv(t *testing.T) {
+	t.Setenv("SRC_PORT", "80")
+	t.Setenv("DEST_PROTO", "TCP")
+	t.Setenv("DEST_PORT", "http")
+	t.Setenv("DEST_IPS", "10.43.0.10")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"svclb"}, &out, &errOut); code != 3 || !strings.Contains(errOut.String(), `DEST_PORT=\"http\": not a port number`) {
+		t.Errorf("svclb with DEST_PORT=http: code %d, stderr %q; want 3 and a message naming DEST_PORT", code, errOut.String())
 	}
 }
