@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/e2e"
 	"github.com/herald-lb/herald/ipam"
+	"github.com/herald-lb/herald/speaker"
 )
 
 // noOtherPeers fails the test when BGPPeers it did not make exist (e.g. the demo's, on a lab kept with LAB_KEEP):
@@ -108,6 +110,25 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 	learned(t, ctx, prefix, func(n e2e.Node) netip.Addr { return n.IPv4 })
 	if v6.IsValid() {
 		learned(t, ctx, netip.PrefixFrom(v6, 128), func(n e2e.Node) netip.Addr { return n.IPv6 })
+	}
+	// Every node reports what it advertises for the Service, to both peers.
+	var peerNames []string
+	for _, rt := range cluster.Routers() {
+		peerNames = append(peerNames, "e2e-"+rt.Name())
+	}
+	slices.Sort(peerNames)
+	wantPrefixes := []string{prefix.String()}
+	if v6.IsValid() {
+		wantPrefixes = append(wantPrefixes, netip.PrefixFrom(v6, 128).String())
+	}
+	for _, n := range cluster.Nodes() {
+		waitFor(t, ctx, "the ServiceBGPStatus of "+n.Name, func() (bool, error) {
+			var st v1beta1.ServiceBGPStatus
+			if err := f.c.Get(ctx, types.NamespacedName{Namespace: "herald-system", Name: speaker.BGPStatusName(ns, "bgp", n.Name)}, &st); err != nil {
+				return false, nil
+			}
+			return st.Status.Node == n.Name && slices.Equal(st.Status.Peers, peerNames) && slices.Equal(st.Status.Prefixes, wantPrefixes), nil
+		})
 	}
 	checkSessionsAndTraffic(t, ctx, v4)
 	if v6.IsValid() {
