@@ -111,6 +111,31 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 	if v6.IsValid() {
 		learned(t, ctx, netip.PrefixFrom(v6, 128), func(n e2e.Node) netip.Addr { return n.IPv6 })
 	}
+	// The advertisement's community, as gobgpd shows it on every node's path (FRR's route listing has none).
+	for _, rt := range cluster.Routers() {
+		if rt.Name() != "gobgp" {
+			continue
+		}
+		waitFor(t, ctx, "community 64500:42 on every path at gobgp", func() (bool, error) {
+			routes, err := rt.Routes(ctx)
+			if err != nil {
+				return false, err
+			}
+			n := 0
+			for _, route := range routes {
+				if route.Prefix != prefix {
+					continue
+				}
+				for _, p := range route.Paths {
+					if !slices.Equal(p.Communities, []string{"64500:42"}) {
+						return false, nil
+					}
+					n++
+				}
+			}
+			return n == len(cluster.Nodes()), nil
+		})
+	}
 	// Every node reports what it advertises for the Service, to both peers.
 	var peerNames []string
 	for _, rt := range cluster.Routers() {

@@ -100,6 +100,9 @@ type Path struct {
 	NextHop netip.Addr
 	Peer    netip.Addr // the neighbour it was learned from
 	Best    bool       // selected (best or multipath)
+	// Communities are the path's standard communities as "ASN:VALUE", when the router's listing shows them
+	// (gobgpd's does; nil where a router's route listing has no attributes).
+	Communities []string
 }
 
 // NextHops are the next hops of the route's selected paths.

@@ -119,8 +119,9 @@ func parseGobgpRIB(out []byte) ([]e2e.Route, error) {
 		Best     bool   `json:"best"`
 		Neighbor string `json:"neighbor-ip"`
 		Attrs    []struct {
-			Type    int    `json:"type"`
-			NextHop string `json:"nexthop"`
+			Type        int      `json:"type"`
+			NextHop     string   `json:"nexthop"`
+			Communities []uint32 `json:"communities"`
 		} `json:"attrs"`
 	}
 	if err := json.Unmarshal(out, &rib); err != nil {
@@ -139,6 +140,12 @@ func parseGobgpRIB(out []byte) ([]e2e.Route, error) {
 				// NEXT_HOP (3) for IPv4, MP_REACH_NLRI (14) for IPv6.
 				if (a.Type == 3 || a.Type == 14) && a.NextHop != "" {
 					path.NextHop, _ = netip.ParseAddr(a.NextHop)
+				}
+				// COMMUNITIES (8): 32-bit values, ASN in the high half.
+				if a.Type == 8 {
+					for _, c := range a.Communities {
+						path.Communities = append(path.Communities, fmt.Sprintf("%d:%d", c>>16, c&0xffff))
+					}
 				}
 			}
 			path.Peer, _ = netip.ParseAddr(p.Neighbor)

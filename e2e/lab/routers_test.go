@@ -4,6 +4,8 @@ package lab
 
 import (
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -36,6 +38,12 @@ func TestParseGobgp(t *testing.T) {
 		if len(rs) != 1 || rs[0].Prefix.String() != c.prefix || len(rs[0].NextHops()) != 1 || rs[0].NextHops()[0].String() != c.nh {
 			t.Errorf("rib: %+v", rs)
 		}
+	}
+	withCommunity := strings.Replace(gobgpRIB4JSON, `{"type":3,"nexthop":"10.250.0.11"}`,
+		`{"type":3,"nexthop":"10.250.0.11"},{"type":8,"communities":[4200857642,4294967041]}`, 1)
+	if rs, err := parseGobgpRIB([]byte(withCommunity)); err != nil || len(rs) != 1 || len(rs[0].Paths) != 1 ||
+		!slices.Equal(rs[0].Paths[0].Communities, []string{"64100:42", "65535:65281"}) {
+		t.Errorf("communities: %+v %v", rs, err)
 	}
 	if rs, err := parseGobgpRIB([]byte("{}\n")); err != nil || len(rs) != 0 {
 		t.Errorf("empty rib: %v %v", rs, err)
