@@ -58,6 +58,7 @@ helm_install() {
 
 # herald_up: the Herald controller, and the speaker with LAB_SPEAKER=1 (`lab herald-up`).
 herald_up() {
+	check_memberlist_profile
 	herald_controller_up
 	if [ "$LAB_SPEAKER" = 1 ]; then herald_speaker_up; fi
 }
@@ -68,13 +69,18 @@ herald_down() {
 	kubectl_lab -n herald-system delete deployment herald-controller --ignore-not-found --wait=true >/dev/null
 }
 
-# herald_speaker_up: the speaker DaemonSet (manifests/herald-speaker.yaml; the namespace comes with the
-# controller's manifest), and wait until it runs on every node.
-herald_speaker_up() {
+# check_memberlist_profile: LAB_MEMBERLIST_PROFILE is one the speaker knows (before anything is installed).
+check_memberlist_profile() {
 	case $LAB_MEMBERLIST_PROFILE in
 	fast | default) ;;
 	*) die "LAB_MEMBERLIST_PROFILE=$LAB_MEMBERLIST_PROFILE: want fast or default" ;;
 	esac
+}
+
+# herald_speaker_up: the speaker DaemonSet (manifests/herald-speaker.yaml; the namespace comes with the
+# controller's manifest), and wait until it runs on every node.
+herald_speaker_up() {
+	check_memberlist_profile
 	sed -e "s|HERALD_IMAGE|$HERALD_IMAGE|" -e "s|MEMBERLIST_PROFILE|$LAB_MEMBERLIST_PROFILE|" \
 		"$LAB_DIR/manifests/herald-speaker.yaml" | kubectl_lab apply -f - >/dev/null
 	kubectl_lab -n herald-system rollout status ds/herald-speaker --timeout=60s >/dev/null
