@@ -298,6 +298,7 @@ func TestBuildProblems(t *testing.T) {
 			field: "spec.loadBalancerSourceRanges[1]", want: "not a CIDR"},
 		{name: "source ranges of no family in use", svc: testService(func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"2001:db8::/32"} }),
 			field: "spec.loadBalancerSourceRanges", want: "no range of a family"},
+		{name: "no UID", svc: testService(func(s *corev1.Service) { s.UID = "" }), field: "metadata.uid", want: "no UID"},
 		{name: "no ports", svc: testService(func(s *corev1.Service) { s.Spec.Ports = nil }), field: "spec.ports", want: "no port"},
 		{name: "no namespace", svc: testService(), opts: &Options{Image: "herald:test"}, field: "options.namespace", want: "not set"},
 		{name: "no image", svc: testService(), opts: &Options{Namespace: "herald-system"}, field: "options.image", want: "not set"},

@@ -177,6 +177,9 @@ func Build(svc *corev1.Service, opts Options) (*appsv1.DaemonSet, []Problem) {
 	if opts.Image == "" {
 		bad("options.image", "", "the Herald image is not set")
 	}
+	if svc.UID == "" {
+		bad("metadata.uid", "", "the Service has no UID (the DaemonSet's name and selector need it)")
+	}
 	families := ServiceFamilies(svc)
 	if len(families) == 0 {
 		bad("spec.ipFamilies", "", "the Service has no IP family (no ClusterIP)")
