@@ -77,3 +77,46 @@ func TestBuildAcceptedByAPIServer(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateTolerationAgreesWithAPIServer puts each toleration of
+// TestValidateToleration's kinds into a DaemonSet as is (past Build) and
+// checks that the API server refuses exactly those ValidateToleration refuses.
+func TestValidateTolerationAgreesWithAPIServer(t *testing.T) {
+	cs, err := kubernetes.NewForConfig(srv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ns = "herald-tolerations"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secs := int64(30)
+	tols := []corev1.Toleration{
+		{Key: "dedicated", Operator: "Equal", Value: "edge", Effect: "NoSchedule"},
+		{Key: "dedicated", Value: "edge"},
+		{Key: "dedicated", Operator: "Equal"},
+		{Key: "example.com/gpu", Operator: "Exists", Effect: "NoExecute"},
+		{Operator: "Exists"},
+		{Key: "a", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: &secs},
+		{Operator: "Equal", Value: "x"},
+		{},
+		{Key: "a", Operator: "Exists", Value: "b"},
+		{Key: "a", Operator: "In", Value: "b"},
+		{Key: "a", Operator: "exists"},
+		{Key: "no spaces", Operator: "Exists"},
+		{Key: "a", Operator: "Equal", Value: "not/a/label"},
+		{Key: "a", Operator: "Exists", Effect: "NoRun"},
+		{Key: "a", Operator: "Exists", Effect: "NoSchedule", TolerationSeconds: &secs},
+	}
+	for i, tol := range tols {
+		ds := mustBuild(t, testService(), Options{Namespace: ns, Image: "herald:test"})
+		ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{tol}
+		_, err := cs.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		ours := ValidateToleration(tol)
+		if (err == nil) != (len(ours) == 0) {
+			t.Errorf("toleration %d %+v: API server says %v, ValidateToleration says %q", i, tol, err, ours)
+		}
+	}
+}
