@@ -1,7 +1,9 @@
 package daemonset
 
 import (
+	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/herald-lb/herald/svclb"
 )
 
 const testUID = "0123abcd-4567-89ef-0123-456789abcdef"
@@ -181,9 +185,9 @@ func TestBuildRules(t *testing.T) {
 				}
 			}},
 		{name: "source ranges: masked, deduplicated, only families in use, order kept", svc: testService(func(s *corev1.Service) {
-			s.Spec.LoadBalancerSourceRanges = []string{"192.0.2.7/24", "2001:db8::/32", " 198.51.100.0/24", "192.0.2.0/24"}
+			s.Spec.LoadBalancerSourceRanges = []string{"192.0.2.7/24", "2001:db8::/32", " 198.51.100.0/24", "192.0.2.0/24", "::ffff:203.0.113.0/120"}
 		}), check: func(t *testing.T, ds *appsv1.DaemonSet) {
-			if got := env(ds.Spec.Template.Spec.Containers[1])["SRC_RANGES"]; got != "192.0.2.0/24 198.51.100.0/24" {
+			if got := env(ds.Spec.Template.Spec.Containers[1])["SRC_RANGES"]; got != "192.0.2.0/24 198.51.100.0/24 203.0.113.0/24" {
 				t.Errorf("SRC_RANGES %q", got)
 			}
 		}},
@@ -296,6 +300,8 @@ func TestBuildProblems(t *testing.T) {
 		}), field: "spec.clusterIPs", want: "needs a ClusterIP"},
 		{name: "bad source range", svc: testService(func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8", "everyone"} }),
 			field: "spec.loadBalancerSourceRanges[1]", want: "not a CIDR"},
+		{name: "short IPv4-mapped source range", svc: testService(func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"::ffff:0.0.0.0/80"} }),
+			field: "spec.loadBalancerSourceRanges[0]", want: "/96 or longer"},
 		{name: "source ranges of no family in use", svc: testService(func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"2001:db8::/32"} }),
 			field: "spec.loadBalancerSourceRanges", want: "no range of a family"},
 		{name: "no UID", svc: testService(func(s *corev1.Service) { s.UID = "" }), field: "metadata.uid", want: "no UID"},
@@ -321,6 +327,64 @@ func TestBuildProblems(t *testing.T) {
 			}
 			if problems[0].Field != tt.field || !strings.Contains(problems[0].String(), tt.want) {
 				t.Errorf("problems %v, want first on %s with %q", problems, tt.field, tt.want)
+			}
+		})
+	}
+}
+
+// TestEnvAcceptedByForwarder is the contract with `herald svclb`: the
+// environment of every container Build makes, with the kubelet's rendering of
+// status.hostIPs (comma separated, both families on a dual-stack node), is
+// accepted by svclb.ParseEnv and means what the Service asks.
+func TestEnvAcceptedByForwarder(t *testing.T) {
+	const hostIPs = "192.168.1.5,2001:db8::5"
+	tests := []struct {
+		name      string
+		svc       *corev1.Service
+		wantDests string
+		wantPorts []uint16 // DestPort per container
+	}{
+		{name: "Cluster v4", svc: testService(), wantDests: "[10.43.0.10]", wantPorts: []uint16{443, 53}},
+		{name: "Cluster dual", svc: testService(func(s *corev1.Service) {
+			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+			s.Spec.ClusterIPs = []string{"fd00:43::10", "10.43.0.10"}
+		}), wantDests: "[fd00:43::10 10.43.0.10]", wantPorts: []uint16{443, 53}},
+		{name: "Local v4 on a dual-stack node", svc: testService(func(s *corev1.Service) {
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		}), wantDests: "[192.168.1.5]", wantPorts: []uint16{31443, 31053}},
+		{name: "Local v6 with ranges on a dual-stack node", svc: testService(func(s *corev1.Service) {
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+			s.Spec.ClusterIPs = []string{"fd00:43::10"}
+			s.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24", "2001:db8:1::/48"}
+		}), wantDests: "[2001:db8::5]", wantPorts: []uint16{31443, 31053}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds := mustBuild(t, tt.svc, testOpts)
+			for i, c := range ds.Spec.Template.Spec.Containers {
+				e := env(c)
+				if e["DEST_IPS"] == "fieldRef:status.hostIPs" {
+					e["DEST_IPS"] = hostIPs
+				}
+				cfg, warnings, err := svclb.ParseEnv(func(k string) string { return e[k] })
+				if err != nil {
+					t.Fatalf("%s: the forwarder refuses its environment: %v", c.Name, err)
+				}
+				if got := fmt.Sprint(cfg.DestIPs); got != tt.wantDests {
+					t.Errorf("%s: destinations %s, want %s (warnings %q)", c.Name, got, tt.wantDests, warnings)
+				}
+				if cfg.DestPort != tt.wantPorts[i] || int32(cfg.SrcPort) != c.Ports[0].HostPort || int32(cfg.ProbePort) == c.Ports[0].HostPort {
+					t.Errorf("%s: config %+v", c.Name, cfg)
+				}
+				v4, v6 := cfg.Families()
+				var sysctls []string
+				for _, s := range ds.Spec.Template.Spec.SecurityContext.Sysctls {
+					sysctls = append(sysctls, s.Name)
+				}
+				if v4 != slices.Contains(sysctls, SysctlIPv4Forward) || v6 != slices.Contains(sysctls, SysctlIPv6Forward) {
+					t.Errorf("%s: forwards v4 %v v6 %v, sysctls %v", c.Name, v4, v6, sysctls)
+				}
 			}
 		})
 	}

@@ -369,7 +369,11 @@ func sourceRanges(svc *corev1.Service, families []corev1.IPFamily) (string, []Pr
 			problems = append(problems, Problem{Field: fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", i), Value: s, Reason: "not a CIDR"})
 			continue
 		}
-		if p.Addr().Is4In6() && p.Bits() >= 96 {
+		if p.Addr().Is4In6() {
+			if p.Bits() < 96 {
+				problems = append(problems, Problem{Field: fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", i), Value: s, Reason: "an IPv4-mapped range must be /96 or longer"})
+				continue
+			}
 			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
 		p = p.Masked()
