@@ -10,7 +10,8 @@ import (
 // the labels Herald sets (other labels are left alone), the selector, the pod
 // template's labels Herald sets, and the parts of the pod spec Build fills
 // (containers with their names, image, args, ports, env, probe and security
-// context; priority class, tolerations, affinity, sysctls). Defaults the API
+// context; service account token and Service links off; priority class,
+// tolerations, affinity, sysctls). Defaults the API
 // server fills in (terminationMessagePath, probe timeouts, dnsPolicy, ...)
 // are not compared, so a DaemonSet created from want and read back is not
 // drifted. Update would replace existing's template with want's.
@@ -25,7 +26,9 @@ func Drifted(existing, want *appsv1.DaemonSet) bool {
 		return true
 	}
 	e, w := &existing.Spec.Template.Spec, &want.Spec.Template.Spec
-	if e.PriorityClassName != w.PriorityClassName ||
+	if !boolEqual(e.AutomountServiceAccountToken, w.AutomountServiceAccountToken) ||
+		!boolEqual(e.EnableServiceLinks, w.EnableServiceLinks) ||
+		e.PriorityClassName != w.PriorityClassName ||
 		!equality.Semantic.DeepEqual(e.Tolerations, w.Tolerations) ||
 		!equality.Semantic.DeepEqual(e.Affinity, w.Affinity) ||
 		!equality.Semantic.DeepEqual(sysctls(e), sysctls(w)) ||
@@ -38,6 +41,11 @@ func Drifted(existing, want *appsv1.DaemonSet) bool {
 		}
 	}
 	return false
+}
+
+// boolEqual: an unset want matches anything (the API server defaults it).
+func boolEqual(have, want *bool) bool {
+	return want == nil || (have != nil && *have == *want)
 }
 
 func subset(want, have map[string]string) bool {

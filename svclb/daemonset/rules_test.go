@@ -257,6 +257,13 @@ func TestDrifted(t *testing.T) {
 			ds.Spec.Template.Spec.Tolerations = append(ds.Spec.Template.Spec.Tolerations, corev1.Toleration{Operator: "Exists"})
 		}, drifted: true},
 		{name: "affinity added", mutate: func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Affinity = &corev1.Affinity{} }, drifted: true},
+		{name: "service account token mounted", mutate: func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.AutomountServiceAccountToken = nil
+		}, drifted: true},
+		{name: "Service links on", mutate: func(ds *appsv1.DaemonSet) {
+			tr := true
+			ds.Spec.Template.Spec.EnableServiceLinks = &tr
+		}, drifted: true},
 		{name: "sysctl removed", mutate: func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.SecurityContext = nil }, drifted: true},
 	}
 	for _, tt := range tests {
