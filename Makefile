@@ -42,9 +42,9 @@ test:
 kube-bin:
 	./e2e/lab/install.sh k8s etcd
 
-## integration: controller and speaker tests against a real kube-apiserver + etcd (with -race)
+## integration: controller, speaker and svclb DaemonSet tests against a real kube-apiserver + etcd (with -race)
 integration: kube-bin
-	$(GO) test -race -tags integration -count=1 -timeout 20m ./controller/ ./speaker/
+	$(GO) test -race -tags integration -count=1 -timeout 20m ./controller/ ./speaker/ ./svclb/daemonset/
 
 ## bench-controller: 1,000 Services against the real API server; prints LOAD figures
 bench-controller: kube-bin

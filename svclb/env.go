@@ -36,6 +36,14 @@ const (
 	// namespace, so each needs its own, and none may be a Service port of the
 	// pod (that traffic is forwarded away before it could reach the probe).
 	EnvProbePort = "HERALD_SVCLB_PROBE_PORT"
+	// EnvIPFamilies limits the families forwarded: "IPv4", "IPv6" or both
+	// (the Service's spec.ipFamilies), separated by commas and/or spaces, any
+	// case. Addresses of DEST_IPS of another family are dropped with a
+	// warning: for Local, DEST_IPS is the node's status.hostIPs, which on a
+	// dual-stack node holds both families even for a single-stack Service
+	// (whose pod sets only that family's forwarding sysctl). Empty: every
+	// family of DEST_IPS.
+	EnvIPFamilies = "HERALD_SVCLB_IP_FAMILIES"
 	// EnvUDPIdleTimeout is how long a UDP client session of the userspace
 	// mode lives without traffic (Go duration, default DefaultUDPIdleTimeout).
 	EnvUDPIdleTimeout = "HERALD_SVCLB_UDP_IDLE_TIMEOUT"
@@ -176,6 +184,31 @@ func ParseEnv(getenv func(string) string) (Config, []string, error) {
 		if !slices.Contains(c.DestIPs, a) {
 			c.DestIPs = append(c.DestIPs, a)
 		}
+	}
+	if s := strings.TrimSpace(getenv(EnvIPFamilies)); s != "" {
+		var want4, want6 bool
+		for _, f := range fields(s) {
+			switch strings.ToLower(f) {
+			case "ipv4":
+				want4 = true
+			case "ipv6":
+				want6 = true
+			default:
+				return bad(EnvIPFamilies, fmt.Sprintf("%q is not an IP family: want IPv4 and/or IPv6", f))
+			}
+		}
+		var kept []netip.Addr
+		for _, a := range c.DestIPs {
+			if (a.Is4() && want4) || (a.Is6() && want6) {
+				kept = append(kept, a)
+			} else {
+				warnings = append(warnings, fmt.Sprintf("%s: ignoring %s: not of a family in %s=%q", EnvDestIPs, a, EnvIPFamilies, s))
+			}
+		}
+		if len(kept) == 0 {
+			return bad(EnvIPFamilies, fmt.Sprintf("no address of %s (%q) is of these families: nothing to forward to", EnvDestIPs, getenv(EnvDestIPs)))
+		}
+		c.DestIPs = kept
 	}
 	v4, v6 := c.Families()
 

@@ -51,6 +51,20 @@ func TestParseEnv(t *testing.T) {
 				c.DestIPs = []netip.Addr{a("192.168.1.5"), a("2001:db8::5")}
 				c.SrcRanges = []netip.Prefix{all4, all6}
 			})},
+		{name: "local policy, single-stack Service on a dual-stack node: the other family's host IP dropped",
+			env:      with("DEST_IPS", "192.168.1.5,2001:db8::5", "HERALD_SVCLB_IP_FAMILIES", "IPv4"),
+			want:     mod(func(c *Config) { c.DestIPs = []netip.Addr{a("192.168.1.5")} }),
+			warnings: []string{`DEST_IPS: ignoring 2001:db8::5: not of a family in HERALD_SVCLB_IP_FAMILIES="IPv4"`}},
+		{name: "IP families both, any case: everything kept",
+			env: with("DEST_IPS", "2001:db8::5 192.168.1.5", "HERALD_SVCLB_IP_FAMILIES", "ipv6, IPV4"),
+			want: mod(func(c *Config) {
+				c.DestIPs = []netip.Addr{a("2001:db8::5"), a("192.168.1.5")}
+				c.SrcRanges = []netip.Prefix{all4, all6}
+			})},
+		{name: "IP families v6 only, only v4 destinations", env: with("HERALD_SVCLB_IP_FAMILIES", "IPv6"),
+			badVar: "HERALD_SVCLB_IP_FAMILIES", reason: "nothing to forward to"},
+		{name: "IP families garbage", env: with("HERALD_SVCLB_IP_FAMILIES", "IPv5"),
+			badVar: "HERALD_SVCLB_IP_FAMILIES", reason: `"IPv5" is not an IP family`},
 		{name: "source ranges masked, deduplicated, other family ignored with a warning",
 			env:      with("SRC_RANGES", "192.0.2.7/24 192.0.2.0/24,198.51.100.1/32 2001:db8::/32"),
 			want:     mod(func(c *Config) { c.SrcRanges = []netip.Prefix{p("192.0.2.0/24"), p("198.51.100.1/32")} }),
