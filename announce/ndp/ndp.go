@@ -34,7 +34,8 @@ type Options struct {
 	// once.
 	GratuitousInterval time.Duration
 
-	host *l2.Host // tests: the network namespace to work in
+	host    *l2.Host // tests and NewAt: the network namespace to work in
+	ownHost bool     // NewAt: Close closes host
 }
 
 // Counters are one interface's cumulative counters.
@@ -52,8 +53,7 @@ type Stats map[string]Counters
 
 // Responder answers neighbour solicitations for a desired set of addresses.
 type Responder struct {
-	e    *l2.Engine
-	host *l2.Host // opened by NewAt: closed by Close
+	e *l2.Engine
 }
 
 // New starts a responder with nothing to answer for. It removes the local
@@ -67,6 +67,7 @@ func New(o Options) *Responder {
 	return &Responder{e: l2.New(l2.Config{
 		Proto:      proto{log: log},
 		Host:       o.host,
+		OwnHost:    o.ownHost,
 		Logger:     log,
 		Gratuitous: o.Gratuitous,
 		Interval:   o.GratuitousInterval,
@@ -87,13 +88,7 @@ func (r *Responder) Set(desired map[netip.Addr][]string) error { return r.e.Set(
 func (r *Responder) Reannounce() { r.e.Reannounce() }
 
 // Close stops answering, releases the sockets and removes the local routes.
-func (r *Responder) Close() error {
-	err := r.e.Close()
-	if r.host != nil {
-		r.host.NL.Close()
-	}
-	return err
-}
+func (r *Responder) Close() error { return r.e.Close() }
 
 // NewAt starts a responder that works in the network namespace ns instead
 // of the process's (tests, and agents that run in a namespace of their
@@ -103,10 +98,8 @@ func NewAt(ns netns.NsHandle, o Options) (*Responder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netlink in namespace: %w", err)
 	}
-	o.host = h
-	r := New(o)
-	r.host = h
-	return r, nil
+	o.host, o.ownHost = h, true
+	return New(o), nil
 }
 
 // Stats returns cumulative counters per interface.

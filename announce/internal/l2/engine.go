@@ -105,6 +105,9 @@ type Config struct {
 	Check time.Duration
 	// Lookup finds an interface by name; default: netlink in Host.
 	Lookup func(name string) (Iface, error)
+	// OwnHost: Close closes Host's netlink handle (a Host made by HostAt
+	// for this engine alone).
+	OwnHost bool
 }
 
 type ifState struct {
@@ -364,6 +367,9 @@ func (e *Engine) Close() error {
 	}
 	if _, err := e.cfg.Proto.Reset(e.cfg.Host); err != nil {
 		errs = append(errs, err)
+	}
+	if e.cfg.OwnHost && e.cfg.Host != nil {
+		e.cfg.Host.NL.Close()
 	}
 	return errors.Join(errs...)
 }
