@@ -555,14 +555,9 @@ func (a *Agent) sync(ctx context.Context) error {
 		a.arrivals = arr
 	}
 	a.met.setAnnounced(a.o.NodeName, want.L2)
-	if err := a.syncBGP(ctx, in, want.BGP); err != nil {
+	sessions, err := a.syncBGP(ctx, in, want.BGP)
+	if err != nil {
 		return err
-	}
-	sessions := map[string]bool{}
-	if p := a.bgpNames.Load(); p != nil {
-		for _, info := range *p {
-			sessions[info.name] = true
-		}
 	}
 	if err := a.syncBGPStatus(ctx, snap.Services, bgpStatusByService(want.BGP.Routes, sessions), res.BGPNodesByService()); err != nil {
 		return err

@@ -24,6 +24,8 @@ type BGPApplier interface {
 	Set(ctx context.Context, d bgp.Desired) error
 	// Peers reports every session's state.
 	Peers() []bgp.PeerStatus
+	// Watch reports every change of a session's state until cancel.
+	Watch() (events <-chan bgp.PeerStatus, cancel func())
 	// Close withdraws every route, then closes every session with a Cease.
 	Close(ctx context.Context) error
 }
@@ -107,24 +109,10 @@ func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(plan.Secr
 	}
 	for _, r := range d.Routes {
 		adv := bgp.Advertisement{Prefix: r.Prefix, LocalPref: r.LocalPref}
-		var bad []error
-		for _, c := range r.Communities {
-			v, err := bgp.ParseCommunity(c)
-			if err != nil {
-				bad = append(bad, err)
-				continue
-			}
-			adv.Communities = append(adv.Communities, v)
-		}
-		for _, c := range r.LargeCommunities {
-			v, err := bgp.ParseLargeCommunity(c)
-			if err != nil {
-				bad = append(bad, err)
-				continue
-			}
-			adv.LargeCommunities = append(adv.LargeCommunities, v)
-		}
-		if len(bad) > 0 {
+		var bad, badLarge []error
+		adv.Communities, bad = parseEach(r.Communities, bgp.ParseCommunity)
+		adv.LargeCommunities, badLarge = parseEach(r.LargeCommunities, bgp.ParseLargeCommunity)
+		if bad = append(bad, badLarge...); len(bad) > 0 {
 			st.problems = append(st.problems, fmt.Errorf("bgp route %s: %w; advertised without them", r.Prefix, errors.Join(bad...)))
 		}
 		for _, name := range r.Peers {
@@ -153,9 +141,26 @@ func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(plan.Secr
 	return st
 }
 
+// parseEach parses every string with parse, keeping what parses and
+// returning the errors of the rest.
+func parseEach[T any](ss []string, parse func(string) (T, error)) ([]T, []error) {
+	var out []T
+	var errs []error
+	for _, s := range ss {
+		v, err := parse(s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, v)
+	}
+	return out, errs
+}
+
 // syncBGP applies the node's BGP plan when it changed, and logs what had to
-// be left out of it once per change.
-func (a *Agent) syncBGP(ctx context.Context, in plan.Inputs, want plan.BGPDesired) error {
+// be left out of it once per change. It returns the names of the BGPPeers
+// the node keeps sessions with.
+func (a *Agent) syncBGP(ctx context.Context, in plan.Inputs, want plan.BGPDesired) (map[string]bool, error) {
 	var addrs []netip.Addr
 	for _, n := range in.Nodes {
 		if n.Name == a.o.NodeName {
@@ -170,11 +175,15 @@ func (a *Agent) syncBGP(ctx context.Context, in plan.Inputs, want plan.BGPDesire
 		a.bgpProblems = ""
 	}
 	a.bgpNames.Store(&st.names)
+	sessions := map[string]bool{}
+	for _, info := range st.names {
+		sessions[info.name] = true
+	}
 	if a.bgpApplied != nil && reflect.DeepEqual(*a.bgpApplied, st.desired) {
-		return nil
+		return sessions, nil
 	}
 	if err := a.bgp.Set(ctx, st.desired); err != nil {
-		return fmt.Errorf("applying the BGP plan: %w", err)
+		return nil, fmt.Errorf("applying the BGP plan: %w", err)
 	}
 	routes := 0
 	for _, p := range st.desired.Peers {
@@ -183,7 +192,7 @@ func (a *Agent) syncBGP(ctx context.Context, in plan.Inputs, want plan.BGPDesire
 	a.log.Info("BGP plan applied", "sessions", len(st.desired.Peers), "routes", routes)
 	d := st.desired
 	a.bgpApplied = &d
-	return nil
+	return sessions, nil
 }
 
 // password reads a BGP peer's TCP MD5 password from its Secret in the
@@ -241,13 +250,7 @@ func (a *Agent) bgpSessions() []bgpSession {
 // wrong TCP MD5 password shows as the latter), a Normal one when it is
 // established.
 func (a *Agent) watchBGP(ctx context.Context) error {
-	w, ok := a.bgp.(interface {
-		Watch() (<-chan bgp.PeerStatus, func())
-	})
-	if !ok {
-		return nil
-	}
-	events, cancel := w.Watch()
+	events, cancel := a.bgp.Watch()
 	defer cancel()
 	node := &corev1.Node{}
 	node.Name = a.o.NodeName

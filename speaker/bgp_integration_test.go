@@ -47,6 +47,11 @@ func (f *fakeBGP) Peers() []bgp.PeerStatus {
 	return out
 }
 
+// Watch reports nothing: the fake's sessions never change state.
+func (f *fakeBGP) Watch() (<-chan bgp.PeerStatus, func()) {
+	return make(chan bgp.PeerStatus), func() {}
+}
+
 func (f *fakeBGP) Close(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
@@ -212,10 +211,6 @@ func (a *Agent) bgpStatusObject(d *bgpStatus) *v1beta1.ServiceBGPStatus {
 		},
 		Status: v1beta1.ServiceBGPStatusStatus{Node: a.o.NodeName, Peers: d.peers, Prefixes: d.prefixes},
 	}
-	if a.o.PodName != "" && a.o.PodUID != "" {
-		obj.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: "v1", Kind: "Pod", Name: a.o.PodName, UID: types.UID(a.o.PodUID),
-		}}
-	}
+	obj.OwnerReferences = a.ownerRefs()
 	return obj
 }

@@ -162,12 +162,17 @@ func (a *Agent) statusObject(d *desiredStatus) *v1beta1.ServiceL2Status {
 		},
 		Status: v1beta1.ServiceL2StatusStatus{Node: a.o.NodeName, Interfaces: d.ifaces, Addresses: d.addrs},
 	}
-	if a.o.PodName != "" && a.o.PodUID != "" {
-		obj.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: "v1", Kind: "Pod", Name: a.o.PodName, UID: types.UID(a.o.PodUID),
-		}}
-	}
+	obj.OwnerReferences = a.ownerRefs()
 	return obj
+}
+
+// ownerRefs make the speaker's Pod the owner of the status objects it
+// writes, so that they go with it (none when the Pod is not known).
+func (a *Agent) ownerRefs() []metav1.OwnerReference {
+	if a.o.PodName == "" || a.o.PodUID == "" {
+		return nil
+	}
+	return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: a.o.PodName, UID: types.UID(a.o.PodUID)}}
 }
 
 func sameStatus(cur, want *v1beta1.ServiceL2Status) bool {
