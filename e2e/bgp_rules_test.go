@@ -5,9 +5,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/netip"
-	"slices"
 	"testing"
 	"time"
 
@@ -20,45 +18,14 @@ import (
 	"github.com/herald-lb/herald/ipam"
 )
 
-// hopsAtRouters waits until every router has exactly the nodes in want as next hops for prefix (none: the prefix
-// absent).
-func hopsAtRouters(t *testing.T, ctx context.Context, what string, prefix netip.Prefix, want ...string) {
-	t.Helper()
-	wantHops := map[netip.Addr]bool{}
-	for _, n := range cluster.Nodes() {
-		if slices.Contains(want, n.Name) {
-			wantHops[n.IPv4] = true
-		}
-	}
-	for _, rt := range cluster.Routers() {
-		waitFor(t, ctx, fmt.Sprintf("%s: %s at %s via %v", what, prefix, rt.Name(), want), func() (bool, error) {
-			h, err := pathsVia(ctx, rt, prefix)
-			return err == nil && maps.Equal(h, wantHops), nil
-		})
-	}
-}
-
 // Which nodes advertise what, seen at the routers: an aggregate carries several Services as one route; Local
 // advertises from the endpoint's node only and follows it; an excluded node withdraws.
 func TestBGPAdvertisementRules(t *testing.T) {
 	ctx := testContext(t, 8*time.Minute)
 	f := installSpeakers(t, ctx)
-	noOtherPeers(t, ctx, f)
+	routerPeers(t, ctx, f, "e2e-r-", 9*time.Second, 2*time.Second)
 	r := cluster.Ranges()
 	nodes := nodeNames()
-	for _, rt := range cluster.Routers() {
-		var addr netip.Addr
-		for _, a := range rt.Addresses() {
-			if a.Is4() {
-				addr = a
-			}
-		}
-		f.create(t, ctx, &v1beta1.BGPPeer{
-			ObjectMeta: metav1.ObjectMeta{Name: "e2e-r-" + rt.Name(), Namespace: "herald-system"},
-			Spec: v1beta1.BGPPeerSpec{MyASN: rt.PeerASN(), PeerASN: rt.ASN(), PeerAddress: addr.String(),
-				HoldTime: &metav1.Duration{Duration: 9 * time.Second}, ConnectTime: &metav1.Duration{Duration: 2 * time.Second}},
-		})
-	}
 	agg := netip.PrefixFrom(nthAddr(r.BGP, 40), 29) // .40/29 of the BGP range
 	local := nthAddr(r.BGP, 48)
 	if !r.BGP.Contains(local) || agg.Masked() != agg {
@@ -108,7 +75,7 @@ func TestBGPAdvertisementRules(t *testing.T) {
 		echoDeployment(t, ctx, ns)
 		a1 := service(ns, "agg-1", "e2e-bgp-agg", corev1.ServiceExternalTrafficPolicyCluster)
 		a2 := service(ns, "agg-2", "e2e-bgp-agg", corev1.ServiceExternalTrafficPolicyCluster)
-		hopsAtRouters(t, ctx, "two Services, one aggregate from every node", agg, nodes...)
+		hopsAtRouters(t, ctx, "two Services, one aggregate from every node", agg, nodeHops(false)...)
 		for _, a := range []netip.Addr{a1, a2} {
 			hopsAtRouters(t, ctx, "no /32 beside the aggregate", netip.PrefixFrom(a, 32))
 		}
@@ -122,9 +89,9 @@ func TestBGPAdvertisementRules(t *testing.T) {
 		}
 		label(`"true"`)
 		t.Cleanup(func() { label("null") })
-		hopsAtRouters(t, ctx, "the excluded node withdraws", agg, nodes[:len(nodes)-1]...)
+		hopsAtRouters(t, ctx, "the excluded node withdraws", agg, nodeHops(false, nodes[:len(nodes)-1]...)...)
 		label("null")
-		hopsAtRouters(t, ctx, "the label removed: it advertises again", agg, nodes...)
+		hopsAtRouters(t, ctx, "the label removed: it advertises again", agg, nodeHops(false)...)
 	})
 
 	t.Run("LocalFollowsTheEndpoint", func(t *testing.T) {
@@ -132,8 +99,8 @@ func TestBGPAdvertisementRules(t *testing.T) {
 		move := pinnedEcho(t, ctx, ns, nodes[0])
 		service(ns, "local", "e2e-bgp-local", corev1.ServiceExternalTrafficPolicyLocal)
 		p := netip.PrefixFrom(local, 32)
-		hopsAtRouters(t, ctx, "Local: only the endpoint's node", p, nodes[0])
+		hopsAtRouters(t, ctx, "Local: only the endpoint's node", p, nodeHops(false, nodes[0])...)
 		move(nodes[1])
-		hopsAtRouters(t, ctx, "Local: the endpoint moved", p, nodes[1])
+		hopsAtRouters(t, ctx, "Local: the endpoint moved", p, nodeHops(false, nodes[1])...)
 	})
 }

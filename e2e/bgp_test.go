@@ -4,11 +4,8 @@ package e2e_test
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net/netip"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,28 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/e2e"
 	"github.com/herald-lb/herald/ipam"
 	"github.com/herald-lb/herald/speaker"
 )
-
-// noOtherPeers fails the test when BGPPeers it did not make exist (e.g. the demo's, on a lab kept with LAB_KEEP):
-// they would peer with the same routers from the same nodes, and the test would measure them.
-func noOtherPeers(t *testing.T, ctx context.Context, f *l2Fixture) {
-	t.Helper()
-	var peers v1beta1.BGPPeerList
-	if err := f.c.List(ctx, &peers); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, p := range peers.Items {
-		names = append(names, p.Namespace+"/"+p.Name)
-	}
-	if len(names) > 0 {
-		t.Fatalf("the cluster already has BGPPeers %v (the demo's?): they peer with the same routers; remove them "+
-			"(kubectl -n herald-system delete bgppeers --all) or start from a fresh lab", names)
-	}
-}
 
 // The speaker's BGP half in the lab: every node peers with gobgpd and FRR (both passive, accepting the lan), a
 // Cluster Service's address from a pool off the lan is advertised by every node, the routers learn it with every
@@ -47,7 +25,7 @@ func noOtherPeers(t *testing.T, ctx context.Context, f *l2Fixture) {
 func TestBGPSpeakerAdvertises(t *testing.T) {
 	ctx := testContext(t, 6*time.Minute)
 	f := installSpeakers(t, ctx)
-	noOtherPeers(t, ctx, f)
+	routerPeers(t, ctx, f, "e2e-", 9*time.Second, 2*time.Second)
 	r := cluster.Ranges()
 	// The BGP range's 32nd address: not used by the demo or the other suites.
 	v4 := nthAddr(r.BGP, 32)
@@ -61,19 +39,6 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 	if r.BGPv6.IsValid() {
 		v6 = nthAddr(r.BGPv6, 32)
 		poolAddrs = append(poolAddrs, v6.String()+"/128")
-	}
-	for _, rt := range cluster.Routers() {
-		var addr netip.Addr
-		for _, a := range rt.Addresses() {
-			if a.Is4() {
-				addr = a
-			}
-		}
-		f.create(t, ctx, &v1beta1.BGPPeer{
-			ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + rt.Name(), Namespace: "herald-system"},
-			Spec: v1beta1.BGPPeerSpec{MyASN: rt.PeerASN(), PeerASN: rt.ASN(), PeerAddress: addr.String(),
-				HoldTime: &metav1.Duration{Duration: 9 * time.Second}, ConnectTime: &metav1.Duration{Duration: 2 * time.Second}},
-		})
 	}
 	f.create(t, ctx, &v1beta1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp", Namespace: "herald-system"},
@@ -107,9 +72,9 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 	}
 
 	prefix := netip.PrefixFrom(v4, 32)
-	learned(t, ctx, prefix, func(n e2e.Node) netip.Addr { return n.IPv4 })
+	hopsAtRouters(t, ctx, "every node advertises", prefix, nodeHops(false)...)
 	if v6.IsValid() {
-		learned(t, ctx, netip.PrefixFrom(v6, 128), func(n e2e.Node) netip.Addr { return n.IPv6 })
+		hopsAtRouters(t, ctx, "every node advertises, IPv6 over the IPv4 sessions", netip.PrefixFrom(v6, 128), nodeHops(true)...)
 	}
 	// The advertisement's community, as gobgpd shows it on every node's path (FRR's route listing has none).
 	for _, rt := range cluster.Routers() {
@@ -169,42 +134,9 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 	if err := f.c.Delete(ctx, &v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp", Namespace: "herald-system"}}); err != nil {
 		t.Fatal(err)
 	}
-	withdrawn(t, ctx, prefix)
+	hopsAtRouters(t, ctx, "the advertisement deleted", prefix)
 	if v6.IsValid() {
-		withdrawn(t, ctx, netip.PrefixFrom(v6, 128))
-	}
-}
-
-// learned waits until every router has prefix with every node as next hop (the node's address given by hop).
-func learned(t *testing.T, ctx context.Context, prefix netip.Prefix, hop func(e2e.Node) netip.Addr) {
-	t.Helper()
-	want := map[netip.Addr]bool{}
-	for _, n := range cluster.Nodes() {
-		want[hop(n)] = true
-	}
-	for _, rt := range cluster.Routers() {
-		var got map[netip.Addr]bool
-		waitFor(t, ctx, fmt.Sprintf("%s to learn %s from every node", rt.Name(), prefix), func() (bool, error) {
-			routes, err := rt.Routes(ctx)
-			if err != nil {
-				return false, err
-			}
-			got = map[netip.Addr]bool{}
-			for _, route := range routes {
-				if route.Prefix == prefix {
-					for _, p := range route.Paths {
-						got[p.NextHop] = true
-					}
-				}
-			}
-			return len(got) == len(want), nil
-		})
-		for a := range got {
-			if !want[a] {
-				t.Errorf("%s has next hop %s for %s, not a node", rt.Name(), a, prefix)
-			}
-		}
-		t.Logf("%s learned %s with next hops %v", rt.Name(), prefix, got)
+		hopsAtRouters(t, ctx, "the advertisement deleted", netip.PrefixFrom(v6, 128))
 	}
 }
 
@@ -233,38 +165,5 @@ func checkSessionsAndTraffic(t *testing.T, ctx context.Context, addr netip.Addr)
 		return true, nil
 	})
 
-	url := "http://" + netip.AddrPortFrom(addr, 80).String() + "/"
-	backends := map[string]bool{}
-	waitFor(t, ctx, "answers from "+url+" at the external client behind FRR", func() (bool, error) {
-		resp, err := cluster.ExternalClient().HTTP().Get(url)
-		if err != nil {
-			return false, nil
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if strings.HasPrefix(string(b), "echo from pod") {
-			backends[strings.Fields(string(b))[3]] = true
-		}
-		return len(backends) >= min(2, len(cluster.Nodes())), nil
-	})
-	t.Logf("%s answered the external client from %d backends", url, len(backends))
-}
-
-// withdrawn waits until no router has prefix.
-func withdrawn(t *testing.T, ctx context.Context, prefix netip.Prefix) {
-	t.Helper()
-	for _, rt := range cluster.Routers() {
-		waitFor(t, ctx, fmt.Sprintf("%s to withdraw %s", rt.Name(), prefix), func() (bool, error) {
-			routes, err := rt.Routes(ctx)
-			if err != nil {
-				return false, err
-			}
-			for _, route := range routes {
-				if route.Prefix == prefix {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-	}
+	t.Logf("%s answered the external client from %d backends", addr, externalAnswers(t, ctx, addr))
 }

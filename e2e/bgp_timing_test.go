@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,23 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/e2e"
 	"github.com/herald-lb/herald/ipam"
 )
-
-// bgpRuns is the number of rounds of TestBGPTiming: HERALD_E2E_BGP_RUNS, default 1 (make e2e); make bench-bgp
-// sets BGP_RUNS (default 20).
-func bgpRuns(t *testing.T) int {
-	s := os.Getenv("HERALD_E2E_BGP_RUNS")
-	if s == "" {
-		return 1
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 30 {
-		t.Fatalf("HERALD_E2E_BGP_RUNS=%q: want 1 to 30", s)
-	}
-	return n
-}
 
 // bgpHold is the BGPPeers' hold time in TestBGPTiming: HERALD_E2E_BGP_HOLD (a duration), default 3s.
 func bgpHold(t *testing.T) time.Duration {
@@ -49,23 +33,6 @@ func bgpHold(t *testing.T) time.Duration {
 		t.Fatalf("HERALD_E2E_BGP_HOLD=%q: want a duration of at least 3s", s)
 	}
 	return d
-}
-
-// pathsVia returns the next hops router rt has for prefix now.
-func pathsVia(ctx context.Context, rt e2e.Router, prefix netip.Prefix) (map[netip.Addr]bool, error) {
-	routes, err := rt.Routes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := map[netip.Addr]bool{}
-	for _, r := range routes {
-		if r.Prefix == prefix {
-			for _, p := range r.Paths {
-				out[p.NextHop] = true
-			}
-		}
-	}
-	return out, nil
 }
 
 // untilRouters polls every router as fast as its CLI answers until cond holds for its next hops of prefix, and
@@ -95,28 +62,16 @@ func untilRouters(t *testing.T, ctx context.Context, what string, start time.Tim
 // its first answer at the external client, and how long a node's path stays at the routers after its speaker is
 // stopped gracefully (SIGTERM), killed (kill -9), or its link is cut (the hold time).
 func TestBGPTiming(t *testing.T) {
-	runs, hold := bgpRuns(t), bgpHold(t)
+	// HERALD_E2E_BGP_RUNS rounds: 1 in make e2e, BGP_RUNS (default 20) in make bench-bgp.
+	runs, hold := envInt(t, "HERALD_E2E_BGP_RUNS", 1, 1, 30), bgpHold(t)
 	ctx := testContext(t, 5*time.Minute+time.Duration(runs)*(2*time.Minute+4*hold))
 	f := installSpeakers(t, ctx)
-	noOtherPeers(t, ctx, f)
+	routerPeers(t, ctx, f, "e2e-t-", hold, 2*time.Second)
 	r := cluster.Ranges()
 	first := nthAddr(r.BGP, 64)
 	last := nthAddr(r.BGP, 64+runs-1)
 	if !r.BGP.Contains(last) {
 		t.Fatalf("the BGP range %s is too small for %d runs", r.BGP, runs)
-	}
-	for _, rt := range cluster.Routers() {
-		var addr netip.Addr
-		for _, a := range rt.Addresses() {
-			if a.Is4() {
-				addr = a
-			}
-		}
-		f.create(t, ctx, &v1beta1.BGPPeer{
-			ObjectMeta: metav1.ObjectMeta{Name: "e2e-t-" + rt.Name(), Namespace: "herald-system"},
-			Spec: v1beta1.BGPPeerSpec{MyASN: rt.PeerASN(), PeerASN: rt.ASN(), PeerAddress: addr.String(),
-				HoldTime: &metav1.Duration{Duration: hold}, ConnectTime: &metav1.Duration{Duration: 2 * time.Second}},
-		})
 	}
 	f.create(t, ctx, &v1beta1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp-timing", Namespace: "herald-system"},

@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,20 +21,6 @@ import (
 	"github.com/herald-lb/herald/ipam"
 )
 
-// nudDuration is how long TestL2NeighbourSurvivesUnreachabilityDetection streams: HERALD_E2E_NUD_SECONDS,
-// default 90 s (make e2e); make bench-nud runs it for 180 s.
-func nudDuration(t *testing.T) time.Duration {
-	s := os.Getenv("HERALD_E2E_NUD_SECONDS")
-	if s == "" {
-		return 90 * time.Second
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 10 {
-		t.Fatalf("HERALD_E2E_NUD_SECONDS=%q: want a number of seconds, at least 10", s)
-	}
-	return time.Duration(n) * time.Second
-}
-
 // The lan client keeps a Service's address in its neighbour table only while the announcer answers the
 // client's re-verification: after the reachable time (15-45 s) the entry goes STALE, the next datagram makes it
 // DELAY and then PROBE, and the kernel sends unicast solicitations (NS to the address itself, unicast ARP) that
@@ -45,7 +29,8 @@ func nudDuration(t *testing.T) time.Duration {
 // one-way traffic, the case in which a responder that misses unicast solicitations loses the entry every
 // 30-45 s (metallb#2920).
 func TestL2NeighbourSurvivesUnreachabilityDetection(t *testing.T) {
-	d := nudDuration(t)
+	// HERALD_E2E_NUD_SECONDS: 90 in make e2e, NUD_SECONDS (default 180) in make bench-nud.
+	d := time.Duration(envInt(t, "HERALD_E2E_NUD_SECONDS", 90, 10, 3600)) * time.Second
 	ctx := testContext(t, d+6*time.Minute)
 	f := installSpeakers(t, ctx)
 	r := cluster.Ranges()

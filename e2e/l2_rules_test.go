@@ -3,7 +3,6 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -23,6 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
@@ -46,7 +48,11 @@ func speakerMetrics(ctx context.Context, n e2e.Node) ([]metricSample, error) {
 	if err != nil {
 		return nil, fmt.Errorf("speaker metrics on %s: %w", n.Name, err)
 	}
-	return parseMetrics(text), nil
+	samples, err := parseMetrics(text)
+	if err != nil {
+		return nil, fmt.Errorf("speaker metrics on %s: %w", n.Name, err)
+	}
+	return samples, nil
 }
 
 func httpGet(ctx context.Context, url string) (string, error) {
@@ -78,47 +84,34 @@ type metricSample struct {
 	value  float64
 }
 
-// parseMetrics reads the samples of the Prometheus text format (label values without escaped quotes, which is
-// all the speaker writes).
-func parseMetrics(text string) []metricSample {
+// parseMetrics reads the counters, gauges and untyped samples of the Prometheus text format.
+func parseMetrics(text string) ([]metricSample, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return nil, err
+	}
 	var out []metricSample
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		s := metricSample{labels: map[string]string{}}
-		rest := line
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			j := strings.LastIndexByte(line, '}')
-			if j < i {
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			s := metricSample{name: name, labels: map[string]string{}}
+			for _, l := range m.GetLabel() {
+				s.labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case m.Gauge != nil:
+				s.value = m.GetGauge().GetValue()
+			case m.Counter != nil:
+				s.value = m.GetCounter().GetValue()
+			case m.Untyped != nil:
+				s.value = m.GetUntyped().GetValue()
+			default:
 				continue
 			}
-			s.name = line[:i]
-			for _, kv := range strings.Split(line[i+1:j], ",") {
-				k, v, ok := strings.Cut(kv, "=")
-				if ok {
-					s.labels[k] = strings.Trim(v, `"`)
-				}
-			}
-			rest = line[j+1:]
-		} else {
-			name, r, _ := strings.Cut(line, " ")
-			s.name, rest = name, r
+			out = append(out, s)
 		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			continue
-		}
-		s.value = v
-		out = append(out, s)
 	}
-	return out
+	return out, nil
 }
 
 // announcers maps each of addrs to the nodes whose speakers report announcing it (herald_l2_announced), and
@@ -146,12 +139,12 @@ func announcers(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]strin
 	return out, alive, nil
 }
 
-// l2Fixture is the controller and the speakers installed once for a group of subtests, with a client.
-type l2Fixture struct {
+// heraldFixture is the controller and the speakers installed once for a group of subtests, with a client.
+type heraldFixture struct {
 	c client.Client
 }
 
-func installSpeakers(t *testing.T, ctx context.Context) *l2Fixture {
+func installSpeakers(t *testing.T, ctx context.Context) *heraldFixture {
 	t.Helper()
 	if cluster.Images().Herald == "" {
 		t.Fatal("no Herald image in the cluster (the lab could not build ./cmd/herald)")
@@ -182,11 +175,11 @@ func installSpeakers(t *testing.T, ctx context.Context) *l2Fixture {
 		}
 		return true, nil
 	})
-	return &l2Fixture{c: c}
+	return &heraldFixture{c: c}
 }
 
 // create creates o and deletes it when the test ends.
-func (f *l2Fixture) create(t *testing.T, ctx context.Context, o client.Object) {
+func (f *heraldFixture) create(t *testing.T, ctx context.Context, o client.Object) {
 	t.Helper()
 	if err := f.c.Create(ctx, o); err != nil {
 		t.Fatal(err)
@@ -196,7 +189,7 @@ func (f *l2Fixture) create(t *testing.T, ctx context.Context, o client.Object) {
 
 // poolWithAdvertisement creates a pool of the given /32s and an L2Advertisement for it with spec (its pools set
 // here), and returns the advertisement.
-func (f *l2Fixture) poolWithAdvertisement(t *testing.T, ctx context.Context, name string, addrs []netip.Addr,
+func (f *heraldFixture) poolWithAdvertisement(t *testing.T, ctx context.Context, name string, addrs []netip.Addr,
 	spec v1beta1.L2AdvertisementSpec) *v1beta1.L2Advertisement {
 	t.Helper()
 	var ranges []string
@@ -215,7 +208,7 @@ func (f *l2Fixture) poolWithAdvertisement(t *testing.T, ctx context.Context, nam
 
 // services creates n IPv4 LoadBalancer Services named <prefix>-<i> from pool with the echo selector and
 // policy, waits for their addresses and returns them in order.
-func (f *l2Fixture) services(t *testing.T, ctx context.Context, ns, prefix, pool string, n int,
+func (f *heraldFixture) services(t *testing.T, ctx context.Context, ns, prefix, pool string, n int,
 	policy corev1.ServiceExternalTrafficPolicy) []netip.Addr {
 	t.Helper()
 	var out []netip.Addr

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -96,7 +95,9 @@ func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
 	if cluster.Images().Herald == "" {
 		t.Fatal("no Herald image in the cluster (the lab could not build ./cmd/herald)")
 	}
-	ctx := testContext(t, 8*time.Minute+time.Duration(failoverRuns(t))*90*time.Second)
+	// HERALD_E2E_FAILOVER_RUNS rounds: 3 in make e2e, FAILOVER_RUNS (default 20) in make bench-failover.
+	runs := envInt(t, "HERALD_E2E_FAILOVER_RUNS", 3, 1, 1000)
+	ctx := testContext(t, 8*time.Minute+time.Duration(runs)*90*time.Second)
 	t.Setenv("LAB_SPEAKER", "1")
 	if err := lab.Run(ctx, os.Stdout, "herald-up"); err != nil {
 		t.Fatalf("installing the controller and the speakers: %v", err)
@@ -198,25 +199,10 @@ func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
 	t.Logf("L2: %s and %s announced from %s, as ServiceL2Status says", v4, v6, owner)
 
 	// Three failovers, each measured as the longest gap in a UDP stream from the lan client, runs times.
-	runs := failoverRuns(t)
 	for i := range runs {
 		t.Logf("failover round %d of %d (memberlist profile %s)", i+1, runs, memberlistProfile())
 		failoverRound(t, ctx, c, ns, v4)
 	}
-}
-
-// failoverRuns is the number of failover rounds: HERALD_E2E_FAILOVER_RUNS, default 3 (make e2e); make
-// bench-failover sets FAILOVER_RUNS (default 20).
-func failoverRuns(t *testing.T) int {
-	s := os.Getenv("HERALD_E2E_FAILOVER_RUNS")
-	if s == "" {
-		return 3
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		t.Fatalf("HERALD_E2E_FAILOVER_RUNS=%q: want a positive number", s)
-	}
-	return n
 }
 
 // memberlistProfile is the profile the lab runs the speakers with (LAB_MEMBERLIST_PROFILE, default fast).

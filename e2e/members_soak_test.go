@@ -3,31 +3,16 @@
 package e2e_test
 
 import (
-	"os"
-	"strconv"
 	"testing"
 	"time"
 )
-
-// soakDuration is how long TestMemberlistIdleHasNoFalsePositives watches: HERALD_E2E_SOAK_SECONDS, default
-// 60 s (make e2e); make soak-members runs it for 10 minutes.
-func soakDuration(t *testing.T) time.Duration {
-	s := os.Getenv("HERALD_E2E_SOAK_SECONDS")
-	if s == "" {
-		return time.Minute
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		t.Fatalf("HERALD_E2E_SOAK_SECONDS=%q: want a positive number of seconds", s)
-	}
-	return time.Duration(n) * time.Second
-}
 
 // On an idle cluster no speaker may declare another dead: with the fast profile's short probe timeouts a false
 // positive would move addresses for nothing. Every speaker's memberlist counters are read every 2 s; any
 // departure, or a view without every speaker, fails the test at once.
 func TestMemberlistIdleHasNoFalsePositives(t *testing.T) {
-	d := soakDuration(t)
+	// HERALD_E2E_SOAK_SECONDS: 60 in make e2e, SOAK_SECONDS (default 600) in make soak-members.
+	d := time.Duration(envInt(t, "HERALD_E2E_SOAK_SECONDS", 60, 1, 86400)) * time.Second
 	ctx := testContext(t, d+5*time.Minute)
 	installSpeakers(t, ctx) // returns once every speaker sees all of them
 	type counters struct{ departures, arrivals, rejoins, health float64 }

@@ -419,12 +419,7 @@ func TestBGPThroughRouters(t *testing.T) {
 	lbIP := cluster.Ranges().BGP.Addr().Next().Next().Next() // .3 of the BGP range
 	svc := echoService(t, ctx, ns, lbIP)
 
-	var names []string
-	want := map[netip.Addr]bool{}
-	for _, n := range cluster.Nodes() {
-		names = append(names, n.Name)
-		want[n.IPv4] = true
-	}
+	names := nodeNames()
 	t.Cleanup(func() {
 		for _, n := range names {
 			_ = ann.StopAnnouncing(context.Background(), n)
@@ -434,57 +429,13 @@ func TestBGPThroughRouters(t *testing.T) {
 	if err := ann.Announce(ctx, names, prefix); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range cluster.Routers() {
-		waitFor(t, ctx, fmt.Sprintf("%s to learn %s from every node", r.Name(), prefix), func() (bool, error) {
-			routes, err := r.Routes(ctx)
-			if err != nil {
-				return false, err
-			}
-			got := map[netip.Addr]bool{}
-			for _, rt := range routes {
-				if rt.Prefix == prefix {
-					for _, p := range rt.Paths {
-						got[p.NextHop] = true
-					}
-				}
-			}
-			return len(got) == len(want), nil
-		})
-	}
-
-	url := fmt.Sprintf("http://%s/", lbIP)
-	backends := map[string]bool{}
-	waitFor(t, ctx, "answers from "+url+" at the external client", func() (bool, error) {
-		resp, err := cluster.ExternalClient().HTTP().Get(url)
-		if err != nil {
-			return false, nil
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if strings.HasPrefix(string(b), "echo from pod") {
-			backends[strings.Fields(string(b))[3]] = true
-		}
-		return len(backends) >= min(2, len(cluster.Nodes())), nil
-	})
-	t.Logf("%s/%s answered the external client from %d backends", ns, svc, len(backends))
+	hopsAtRouters(t, ctx, "every node's stand-in announces", prefix, nodeHops(false)...)
+	t.Logf("%s/%s answered the external client from %d backends", ns, svc, externalAnswers(t, ctx, lbIP))
 
 	for _, n := range names {
 		if err := ann.StopAnnouncing(ctx, n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, r := range cluster.Routers() {
-		waitFor(t, ctx, fmt.Sprintf("%s to withdraw %s", r.Name(), prefix), func() (bool, error) {
-			routes, err := r.Routes(ctx)
-			if err != nil {
-				return false, err
-			}
-			for _, rt := range routes {
-				if rt.Prefix == prefix {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-	}
+	hopsAtRouters(t, ctx, "the stand-ins stopped", prefix)
 }
