@@ -79,6 +79,21 @@ type Router interface {
 	Neighbors(ctx context.Context) ([]Neighbor, error)
 	// Routes reads the router's BGP RIB (IPv4 and IPv6 unicast).
 	Routes(ctx context.Context) ([]Route, error)
+	// Route reads one prefix with every path's attributes (LocalPref, communities, large communities, which
+	// Routes may leave out); found is false when the router has no path for it.
+	Route(ctx context.Context, prefix netip.Prefix) (r Route, found bool, err error)
+	// AddNeighbor configures a neighbour beside the router's dynamic ones for the nodes — another AS (iBGP
+	// with the router's own), a TCP MD5 password — until remove is called.
+	AddNeighbor(ctx context.Context, n StaticNeighbor) (remove func(context.Context) error, err error)
+}
+
+// StaticNeighbor is a neighbour configured on a router by a test.
+type StaticNeighbor struct {
+	Address  netip.Addr
+	ASN      uint32 // the AS the router expects from it (the router's own: iBGP)
+	Password string // TCP MD5 password; empty: none
+	// HoldTime and Keepalive are the router's timers for the session (zero: the router's defaults).
+	HoldTime, Keepalive time.Duration
 }
 
 // Neighbor is one BGP session seen from a router.
@@ -100,9 +115,12 @@ type Path struct {
 	NextHop netip.Addr
 	Peer    netip.Addr // the neighbour it was learned from
 	Best    bool       // selected (best or multipath)
-	// Communities are the path's standard communities as "ASN:VALUE", when the router's listing shows them
-	// (gobgpd's does; nil where a router's route listing has no attributes).
-	Communities []string
+	// Communities are the path's standard communities as "ASN:VALUE" and LargeCommunities its large ones as
+	// "GLOBAL:DATA1:DATA2", sorted. Routes fills them where the router's listing shows them (gobgpd's does, FRR's
+	// does not); Route always does.
+	Communities, LargeCommunities []string
+	// LocalPref is the path's LOCAL_PREF (iBGP paths; 0 when absent). Filled by Route.
+	LocalPref uint32
 }
 
 // NextHops are the next hops of the route's selected paths.

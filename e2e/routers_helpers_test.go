@@ -98,6 +98,29 @@ func externalAnswers(t *testing.T, ctx context.Context, addr netip.Addr) int {
 // expects) with the given timers, deleted when the test ends, after checking that no other BGPPeer exists.
 func routerPeers(t *testing.T, ctx context.Context, f *heraldFixture, prefix string, hold, connect time.Duration) {
 	t.Helper()
+	noBGPPeers(t, ctx, f)
+	for _, rt := range cluster.Routers() {
+		f.create(t, ctx, &v1beta1.BGPPeer{
+			ObjectMeta: metav1.ObjectMeta{Name: prefix + rt.Name(), Namespace: "herald-system"},
+			Spec: v1beta1.BGPPeerSpec{MyASN: rt.PeerASN(), PeerASN: rt.ASN(), PeerAddress: routerIPv4(rt).String(),
+				HoldTime: &metav1.Duration{Duration: hold}, ConnectTime: &metav1.Duration{Duration: connect}},
+		})
+	}
+}
+
+// routerIPv4 is a router's IPv4 address.
+func routerIPv4(rt e2e.Router) netip.Addr {
+	for _, a := range rt.Addresses() {
+		if a.Is4() {
+			return a
+		}
+	}
+	return netip.Addr{}
+}
+
+// noBGPPeers fails the test when the cluster has BGPPeers it did not make.
+func noBGPPeers(t *testing.T, ctx context.Context, f *heraldFixture) {
+	t.Helper()
 	var peers v1beta1.BGPPeerList
 	if err := f.c.List(ctx, &peers); err != nil {
 		t.Fatal(err)
@@ -111,19 +134,6 @@ func routerPeers(t *testing.T, ctx context.Context, f *heraldFixture, prefix str
 		}
 		t.Fatalf("the cluster already has BGPPeers %v (the demo's?): they peer with the same routers; remove them "+
 			"(kubectl -n herald-system delete bgppeers --all) or start from a fresh lab", names)
-	}
-	for _, rt := range cluster.Routers() {
-		var addr netip.Addr
-		for _, a := range rt.Addresses() {
-			if a.Is4() {
-				addr = a
-			}
-		}
-		f.create(t, ctx, &v1beta1.BGPPeer{
-			ObjectMeta: metav1.ObjectMeta{Name: prefix + rt.Name(), Namespace: "herald-system"},
-			Spec: v1beta1.BGPPeerSpec{MyASN: rt.PeerASN(), PeerASN: rt.ASN(), PeerAddress: addr.String(),
-				HoldTime: &metav1.Duration{Duration: hold}, ConnectTime: &metav1.Duration{Duration: connect}},
-		})
 	}
 }
 

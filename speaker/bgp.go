@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -104,7 +105,7 @@ func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(plan.Secr
 			p.Password = pw
 		}
 		byName[s.Name] = len(st.desired.Peers)
-		st.names[p.Address] = bgpPeerInfo{name: s.Name}
+		st.names[p.Address] = bgpPeerInfo{name: s.Name, md5: p.Password != ""}
 		st.desired.Peers = append(st.desired.Peers, p)
 	}
 	for _, r := range d.Routes {
@@ -130,7 +131,9 @@ func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(plan.Secr
 		}
 	}
 	for i, p := range st.desired.Peers {
-		st.names[p.Address] = bgpPeerInfo{name: st.names[p.Address].name, prefixes: len(p.Advertisements)}
+		info := st.names[p.Address]
+		info.prefixes = len(p.Advertisements)
+		st.names[p.Address] = info
 		slices.SortFunc(st.desired.Peers[i].Advertisements, func(a, b bgp.Advertisement) int {
 			if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
 				return c
@@ -218,6 +221,7 @@ func (a *Agent) password(ctx context.Context, ref plan.SecretRef) (string, error
 type bgpPeerInfo struct {
 	name     string // the BGPPeer
 	prefixes int    // advertised to it
+	md5      bool   // the session has a TCP MD5 password
 }
 
 // bgpSession is one session as the metrics report it.
@@ -271,8 +275,10 @@ func (a *Agent) watchBGP(ctx context.Context) error {
 				continue
 			}
 			name := st.Peer.String()
+			var info bgpPeerInfo
 			if p := a.bgpNames.Load(); p != nil && (*p)[st.Peer].name != "" {
-				name = (*p)[st.Peer].name + " (" + st.Peer.String() + ")"
+				info = (*p)[st.Peer]
+				name = info.name + " (" + st.Peer.String() + ")"
 			}
 			switch {
 			case st.Established && !prev.Established:
@@ -280,12 +286,29 @@ func (a *Agent) watchBGP(ctx context.Context) error {
 				a.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventBGPSessionEstablished, "Peer",
 					"BGP session with %s established", name)
 			case st.LastError != "" && !st.LastErrorAt.Equal(prev.LastErrorAt):
-				a.log.Warn("BGP session down", "peer", name, "state", st.State, "reason", st.LastError)
+				reason := sessionDownReason(st.LastError, info.md5)
+				a.log.Warn("BGP session down", "peer", name, "state", st.State, "reason", reason)
 				a.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventBGPSessionDown, "Peer",
-					"BGP session with %s is %s: %s", name, st.State, st.LastError)
+					"BGP session with %s is %s: %s", name, st.State, reason)
 			}
 		}
 	}
+}
+
+// sessionDownReason explains a session error to an operator. A TCP MD5
+// mismatch is never reported as such: the kernel on either side drops the
+// segments whose signature is wrong or missing, so the speaker only sees its
+// connection attempts time out. A timeout says what it may mean.
+func sessionDownReason(lastError string, md5 bool) string {
+	if !strings.Contains(lastError, "timeout") && !strings.Contains(lastError, "timed out") {
+		return lastError
+	}
+	if md5 {
+		return lastError + " (no answer: the router is unreachable, does not peer with this node, or has a different " +
+			"TCP MD5 password than the BGPPeer's passwordSecret)"
+	}
+	return lastError + " (no answer: the router is unreachable, does not peer with this node, or expects a TCP MD5 " +
+		"password and the BGPPeer has no passwordSecret)"
 }
 
 // Events on the speaker's Node.

@@ -154,7 +154,7 @@ func TestBuildBGP(t *testing.T) {
 					ps = append(ps, a.Prefix.String())
 				}
 				got[p.Address.String()] = ps
-				if st.names[p.Address].prefixes != len(p.Advertisements) || st.names[p.Address].name == "" {
+				if info := st.names[p.Address]; info.prefixes != len(p.Advertisements) || info.name == "" || info.md5 != (p.Password != "") {
 					t.Errorf("names[%s] = %+v", p.Address, st.names[p.Address])
 				}
 			}
@@ -178,5 +178,27 @@ func TestBuildBGP(t *testing.T) {
 				tc.check(t, st.desired)
 			}
 		})
+	}
+}
+
+func TestSessionDownReason(t *testing.T) {
+	for _, tc := range []struct {
+		err  string
+		md5  bool
+		want string // a part of the reason; "" means the error as is
+	}{
+		{err: "session down: notification-received code cease, subcode administrative shutdown"},
+		{err: "connect: dial tcp 10.0.0.1:179: connect: connection refused", md5: true},
+		{err: "connect: dial tcp 10.0.0.1:179: i/o timeout", md5: true, want: "different TCP MD5 password"},
+		{err: "connect: dial tcp 10.0.0.1:179: i/o timeout", want: "has no passwordSecret"},
+		{err: "connect: dial tcp 10.0.0.1:179: connect: connection timed out", md5: true, want: "different TCP MD5 password"},
+	} {
+		got := sessionDownReason(tc.err, tc.md5)
+		if !strings.HasPrefix(got, tc.err) {
+			t.Errorf("%q (md5 %v): %q lost the error", tc.err, tc.md5, got)
+		}
+		if (tc.want == "") != (got == tc.err) || !strings.Contains(got, tc.want) {
+			t.Errorf("%q (md5 %v): %q, want it to contain %q", tc.err, tc.md5, got, tc.want)
+		}
 	}
 }

@@ -119,9 +119,10 @@ func parseGobgpRIB(out []byte) ([]e2e.Route, error) {
 		Best     bool   `json:"best"`
 		Neighbor string `json:"neighbor-ip"`
 		Attrs    []struct {
-			Type        int      `json:"type"`
-			NextHop     string   `json:"nexthop"`
-			Communities []uint32 `json:"communities"`
+			Type        int             `json:"type"`
+			NextHop     string          `json:"nexthop"`
+			Communities []uint32        `json:"communities"`
+			Value       json.RawMessage `json:"value"`
 		} `json:"attrs"`
 	}
 	if err := json.Unmarshal(out, &rib); err != nil {
@@ -147,13 +148,78 @@ func parseGobgpRIB(out []byte) ([]e2e.Route, error) {
 						path.Communities = append(path.Communities, fmt.Sprintf("%d:%d", c>>16, c&0xffff))
 					}
 				}
+				// LOCAL_PREF (5): a number.
+				if a.Type == 5 {
+					if err := json.Unmarshal(a.Value, &path.LocalPref); err != nil {
+						return nil, fmt.Errorf("gobgp rib %s: local-pref %s: %w", prefix, a.Value, err)
+					}
+				}
+				// LARGE_COMMUNITY (32): a list of {ASN, LocalData1, LocalData2}.
+				if a.Type == 32 {
+					var lcs []struct{ ASN, LocalData1, LocalData2 uint32 }
+					if err := json.Unmarshal(a.Value, &lcs); err != nil {
+						return nil, fmt.Errorf("gobgp rib %s: large communities %s: %w", prefix, a.Value, err)
+					}
+					for _, c := range lcs {
+						path.LargeCommunities = append(path.LargeCommunities, fmt.Sprintf("%d:%d:%d", c.ASN, c.LocalData1, c.LocalData2))
+					}
+				}
 			}
+			sort.Strings(path.Communities)
+			sort.Strings(path.LargeCommunities)
 			path.Peer, _ = netip.ParseAddr(p.Neighbor)
 			route.Paths = append(route.Paths, path)
 		}
 		res = append(res, route)
 	}
 	return res, nil
+}
+
+// Route reads one prefix: gobgp's listing of a prefix carries every attribute.
+func (r *gobgpRouter) Route(ctx context.Context, prefix netip.Prefix) (e2e.Route, bool, error) {
+	out, err := r.cli(ctx, "global", "rib", "-a", family(prefix), prefix.String(), "-j")
+	if err != nil {
+		return e2e.Route{}, false, err
+	}
+	return onlyRoute(parseGobgpRIB(out))
+}
+
+// AddNeighbor adds a neighbour with the gobgp CLI, which takes an address and an AS only: a password or timers
+// are refused rather than silently left out.
+func (r *gobgpRouter) AddNeighbor(ctx context.Context, n e2e.StaticNeighbor) (func(context.Context) error, error) {
+	if n.Password != "" || n.HoldTime != 0 || n.Keepalive != 0 {
+		return nil, fmt.Errorf("gobgp neighbor %s: the gobgp CLI sets no password or timers", n.Address)
+	}
+	addr := n.Address.String()
+	if _, err := r.cli(ctx, "neighbor", "add", addr, "as", fmt.Sprint(n.ASN)); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		_, err := r.cli(ctx, "neighbor", "del", addr)
+		return err
+	}, nil
+}
+
+// family is the CLIs' name of prefix's address family.
+func family(prefix netip.Prefix) string {
+	if prefix.Addr().Is4() {
+		return "ipv4"
+	}
+	return "ipv6"
+}
+
+// onlyRoute is the single route of a one-prefix listing.
+func onlyRoute(routes []e2e.Route, err error) (e2e.Route, bool, error) {
+	switch {
+	case err != nil:
+		return e2e.Route{}, false, err
+	case len(routes) > 1:
+		return e2e.Route{}, false, fmt.Errorf("a listing of one prefix gave %d routes", len(routes))
+	case len(routes) == 0:
+		return e2e.Route{}, false, nil
+	}
+	sortRoutes(routes)
+	return routes[0], true, nil
 }
 
 // frrRouter is FRR (zebra + bgpd) in its namespace, read through vtysh's JSON output.
@@ -288,6 +354,115 @@ func parseFRRRIB(out []byte) ([]e2e.Route, error) {
 		res = append(res, route)
 	}
 	return res, nil
+}
+
+// Route reads one prefix: FRR's listing of a single prefix has every path's attributes (its full listing has
+// none).
+func (r *frrRouter) Route(ctx context.Context, prefix netip.Prefix) (e2e.Route, bool, error) {
+	out, err := r.vtysh(ctx, "show bgp "+family(prefix)+" unicast "+prefix.String()+" json")
+	if err != nil {
+		return e2e.Route{}, false, err
+	}
+	return onlyRoute(parseFRRPrefix(out))
+}
+
+func parseFRRPrefix(out []byte) ([]e2e.Route, error) {
+	var rt struct {
+		Prefix string `json:"prefix"`
+		Paths  []struct {
+			Valid     bool   `json:"valid"`
+			LocPrf    uint32 `json:"locPrf"`
+			Multipath bool   `json:"multipath"`
+			Bestpath  *struct {
+				Overall bool `json:"overall"`
+			} `json:"bestpath"`
+			Community *struct {
+				String string `json:"string"`
+			} `json:"community"`
+			LargeCommunity *struct {
+				String string `json:"string"`
+			} `json:"largeCommunity"`
+			NextHops []struct {
+				IP string `json:"ip"`
+			} `json:"nexthops"`
+			Peer struct {
+				PeerID string `json:"peerId"`
+			} `json:"peer"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(out, &rt); err != nil {
+		return nil, fmt.Errorf("frr prefix: %w", err)
+	}
+	if rt.Prefix == "" { // FRR prints {} for a prefix it has no path for
+		return nil, nil
+	}
+	pfx, err := netip.ParsePrefix(rt.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("frr prefix %q: %w", rt.Prefix, err)
+	}
+	route := e2e.Route{Prefix: pfx}
+	for _, p := range rt.Paths {
+		path := e2e.Path{Best: p.Valid && (p.Multipath || (p.Bestpath != nil && p.Bestpath.Overall)), LocalPref: p.LocPrf}
+		for _, nh := range p.NextHops {
+			if a, err := netip.ParseAddr(nh.IP); err == nil && !a.IsLinkLocalUnicast() {
+				path.NextHop = a
+				break
+			}
+		}
+		if p.Community != nil {
+			path.Communities = strings.Fields(p.Community.String)
+		}
+		if p.LargeCommunity != nil {
+			path.LargeCommunities = strings.Fields(p.LargeCommunity.String)
+		}
+		sort.Strings(path.Communities)
+		sort.Strings(path.LargeCommunities)
+		path.Peer, _ = netip.ParseAddr(p.Peer.PeerID)
+		route.Paths = append(route.Paths, path)
+	}
+	return []e2e.Route{route}, nil
+}
+
+// AddNeighbor configures a neighbour in bgpd (a configured neighbour takes precedence over the listen ranges),
+// active in both address families.
+func (r *frrRouter) AddNeighbor(ctx context.Context, n e2e.StaticNeighbor) (func(context.Context) error, error) {
+	a := n.Address.String()
+	cmds := []string{"configure terminal", fmt.Sprintf("router bgp %d", r.asn), fmt.Sprintf("neighbor %s remote-as %d", a, n.ASN)}
+	if n.Password != "" {
+		cmds = append(cmds, fmt.Sprintf("neighbor %s password %s", a, n.Password))
+	}
+	if n.HoldTime != 0 || n.Keepalive != 0 {
+		if n.HoldTime == 0 || n.Keepalive == 0 {
+			return nil, fmt.Errorf("frr neighbor %s: set both the hold time and the keepalive", a)
+		}
+		cmds = append(cmds, fmt.Sprintf("neighbor %s timers %d %d", a, int(n.Keepalive.Seconds()), int(n.HoldTime.Seconds())))
+	}
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		cmds = append(cmds, "address-family "+fam+" unicast", "neighbor "+a+" activate", "exit-address-family")
+	}
+	if err := r.configure(ctx, cmds...); err != nil {
+		return nil, fmt.Errorf("frr neighbor %s: %w", a, err)
+	}
+	return func(ctx context.Context) error {
+		return r.configure(ctx, "configure terminal", fmt.Sprintf("router bgp %d", r.asn), "no neighbor "+a)
+	}, nil
+}
+
+// configure runs vtysh commands in one session; vtysh exits 0 on some refused commands, so its output (empty
+// when every command was taken) is the error.
+func (r *frrRouter) configure(ctx context.Context, cmds ...string) error {
+	args := []string{"--vty_socket", r.vtyDir}
+	for _, c := range cmds {
+		args = append(args, "-c", c)
+	}
+	out, err := run(ctx, r.ns, "vtysh", args...)
+	if err != nil {
+		return err
+	}
+	if s := strings.TrimSpace(string(out)); s != "" {
+		return fmt.Errorf("vtysh: %s", s)
+	}
+	return nil
 }
 
 func sortNeighbors(ns []e2e.Neighbor) {

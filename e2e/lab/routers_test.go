@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/herald-lb/herald/e2e"
 )
 
 // Samples captured from gobgp 3.10 and FRR 8.4 in the lab, one node announcing one address to each.
@@ -15,7 +17,10 @@ const (
 	gobgpRIB4JSON      = `{"10.251.0.10/32":[{"nlri":{"prefix":"10.251.0.10/32"},"age":1796046459,"best":true,"attrs":[{"type":1,"value":2},{"type":2,"as_paths":[{"segment_type":2,"num":1,"asns":[64500]}]},{"type":3,"nexthop":"10.250.0.11"}],"stale":false,"source-id":"10.250.0.11","neighbor-ip":"10.250.0.11"}]}`
 	gobgpRIB6JSON      = `{"fd48:4c01::10/128":[{"nlri":{"prefix":"fd48:4c01::10/128"},"age":1796046457,"best":true,"attrs":[{"type":1,"value":2},{"type":2,"as_paths":[{"segment_type":2,"num":1,"asns":[64500]}]},{"type":14,"nexthop":"fd48:4c00::11","afi":2,"safi":1,"value":[{"prefix":"fd48:4c01::10/128"}]}],"stale":false,"source-id":"10.250.0.11","neighbor-ip":"fd48:4c00::11"}]}`
 	frrSummaryJSON     = `{"ipv4Unicast":{"routerId":"10.250.0.202","as":64502,"peers":{"10.250.0.11":{"dynamicPeer":true,"remoteAs":64500,"localAs":64502,"state":"Established","peerState":"OK"}}},"ipv6Unicast":{"as":64502,"peers":{"10.250.0.11":{"dynamicPeer":true,"remoteAs":64500,"state":"Established"}}}}`
-	frrRIBJSON         = `{"vrfId": 0,"routerId": "10.250.0.202","localAS": 64502,"routes": { "10.251.0.10/32": [{"valid":true,"multipath":true,"pathFrom":"external","prefix":"10.251.0.10","prefixLen":32,"peerId":"10.250.0.12","nexthops":[{"ip":"10.250.0.12","afi":"ipv4","used":true}]},{"valid":true,"bestpath":true,"multipath":true,"peerId":"10.250.0.11","nexthops":[{"ip":"10.250.0.11","afi":"ipv4","used":true}]}]}}`
+	// One prefix with communities from a node (eBGP), listed on its own; FRR adds "locPrf" to iBGP paths.
+	gobgpPrefixJSON = `{"10.251.9.2/32":[{"nlri":{"prefix":"10.251.9.2/32"},"age":1796118139,"best":true,"attrs":[{"type":1,"value":2},{"type":2,"as_paths":[{"segment_type":2,"num":1,"asns":[64500]}]},{"type":3,"nexthop":"10.250.0.11"},{"type":5,"value":250},{"type":8,"communities":[4227727368,4227727367]},{"type":32,"value":[{"ASN":64510,"LocalData1":1,"LocalData2":2}]}],"stale":false,"source-id":"10.250.0.11","neighbor-ip":"10.250.0.11"}]}`
+	frrPrefixJSON   = `{ "prefix":"10.251.9.2/32", "version":11, "advertisedTo":{ "10.250.0.11":{ "hostname":"vm" } }, "paths":[ { "aspath":{ "string":"64500", "segments":[ { "type":"as-sequence", "list":[ 64500 ] } ], "length":1 }, "origin":"incomplete", "valid":true, "version":11, "locPrf":250, "bestpath":{ "overall":true, "selectionReason":"First path received" }, "community":{ "string":"64510:8 64510:7", "list":[ "64510:8", "64510:7" ] }, "largeCommunity":{ "string":"64510:1:2", "list":[ "64510:1:2" ] }, "nexthops":[ { "ip":"10.250.0.11", "hostname":"vm", "afi":"ipv4", "metric":0, "accessible":true, "used":true } ], "peer":{ "peerId":"10.250.0.11", "routerId":"10.250.0.11", "hostname":"vm", "type":"external" } } ]}`
+	frrRIBJSON      = `{"vrfId": 0,"routerId": "10.250.0.202","localAS": 64502,"routes": { "10.251.0.10/32": [{"valid":true,"multipath":true,"pathFrom":"external","prefix":"10.251.0.10","prefixLen":32,"peerId":"10.250.0.12","nexthops":[{"ip":"10.250.0.12","afi":"ipv4","used":true}]},{"valid":true,"bestpath":true,"multipath":true,"peerId":"10.250.0.11","nexthops":[{"ip":"10.250.0.11","afi":"ipv4","used":true}]}]}}`
 )
 
 func TestParseGobgp(t *testing.T) {
@@ -68,5 +73,31 @@ func TestParseFRR(t *testing.T) {
 	}
 	if ns, err := parseFRRSummary([]byte("{}")); err != nil || len(ns) != 0 {
 		t.Errorf("empty summary: %v %v", ns, err)
+	}
+}
+
+// Both routers' one-prefix listings give the path with LOCAL_PREF and both kinds of communities, sorted.
+func TestParsePrefixAttributes(t *testing.T) {
+	want := e2e.Path{NextHop: netip.MustParseAddr("10.250.0.11"), Peer: netip.MustParseAddr("10.250.0.11"), Best: true,
+		LocalPref: 250, Communities: []string{"64510:7", "64510:8"}, LargeCommunities: []string{"64510:1:2"}}
+	for name, parse := range map[string]func() ([]e2e.Route, error){
+		"gobgp": func() ([]e2e.Route, error) { return parseGobgpRIB([]byte(gobgpPrefixJSON)) },
+		"frr":   func() ([]e2e.Route, error) { return parseFRRPrefix([]byte(frrPrefixJSON)) },
+	} {
+		r, found, err := onlyRoute(parse())
+		if err != nil || !found || r.Prefix != netip.MustParsePrefix("10.251.9.2/32") || len(r.Paths) != 1 {
+			t.Fatalf("%s: %+v %v %v", name, r, found, err)
+		}
+		if p := r.Paths[0]; p.NextHop != want.NextHop || p.Peer != want.Peer || p.Best != want.Best || p.LocalPref != want.LocalPref ||
+			!slices.Equal(p.Communities, want.Communities) || !slices.Equal(p.LargeCommunities, want.LargeCommunities) {
+			t.Errorf("%s: %+v, want %+v", name, p, want)
+		}
+	}
+	// A prefix the router does not have.
+	if _, found, err := onlyRoute(parseFRRPrefix([]byte("{}"))); found || err != nil {
+		t.Errorf("frr, no such prefix: found %v, %v", found, err)
+	}
+	if _, found, err := onlyRoute(parseGobgpRIB([]byte("{}"))); found || err != nil {
+		t.Errorf("gobgp, no such prefix: found %v, %v", found, err)
 	}
 }
