@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/e2e"
 	"github.com/herald-lb/herald/ipam"
 )
 
@@ -33,6 +34,29 @@ func bgpHold(t *testing.T) time.Duration {
 		t.Fatalf("HERALD_E2E_BGP_HOLD=%q: want a duration of at least 3s", s)
 	}
 	return d
+}
+
+// labRouterHold is the hold time of the lab routers' listen ranges for the nodes; a session takes the shorter of
+// the two sides' hold times.
+const labRouterHold = 9 * time.Second
+
+// longHoldNeighbors configures every node as a neighbour of every router with the given hold time (keepalive a
+// third of it), so that sessions can hold longer than the routers' listen ranges allow.
+func longHoldNeighbors(t *testing.T, ctx context.Context, hold time.Duration) {
+	t.Helper()
+	for _, rt := range cluster.Routers() {
+		for _, n := range cluster.Nodes() {
+			remove, err := rt.AddNeighbor(ctx, e2e.StaticNeighbor{Address: n.IPv4, ASN: rt.PeerASN(), HoldTime: hold, Keepalive: hold / 3})
+			if err != nil {
+				t.Fatalf("hold %v: %s: %v", hold, rt.Name(), err)
+			}
+			t.Cleanup(func() {
+				if err := remove(context.Background()); err != nil {
+					t.Errorf("%s: removing the neighbour %s: %v", rt.Name(), n.IPv4, err)
+				}
+			})
+		}
+	}
 }
 
 // untilRouters polls every router as fast as its CLI answers until cond holds for its next hops of prefix, and
@@ -67,6 +91,9 @@ func TestBGPTiming(t *testing.T) {
 	ctx := testContext(t, 5*time.Minute+time.Duration(runs)*(2*time.Minute+4*hold))
 	f := installSpeakers(t, ctx)
 	routerPeers(t, ctx, f, "e2e-t-", hold, 2*time.Second)
+	if hold > labRouterHold {
+		longHoldNeighbors(t, ctx, hold)
+	}
 	r := cluster.Ranges()
 	first := nthAddr(r.BGP, 64)
 	last := nthAddr(r.BGP, 64+runs-1)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/herald-lb/herald/e2e"
 )
@@ -184,11 +185,15 @@ func (r *gobgpRouter) Route(ctx context.Context, prefix netip.Prefix) (e2e.Route
 	return onlyRoute(parseGobgpRIB(out))
 }
 
-// AddNeighbor adds a neighbour with the gobgp CLI, which takes an address and an AS only: a password or timers
-// are refused rather than silently left out.
+// AddNeighbor adds a neighbour with the gobgp CLI, which takes an address and an AS only: the neighbour gets
+// gobgpd's default timers (hold 90 s, keepalive 30 s); a password or other timers are refused rather than
+// silently left out.
 func (r *gobgpRouter) AddNeighbor(ctx context.Context, n e2e.StaticNeighbor) (func(context.Context) error, error) {
-	if n.Password != "" || n.HoldTime != 0 || n.Keepalive != 0 {
-		return nil, fmt.Errorf("gobgp neighbor %s: the gobgp CLI sets no password or timers", n.Address)
+	if n.Password != "" {
+		return nil, fmt.Errorf("gobgp neighbor %s: the gobgp CLI sets no password", n.Address)
+	}
+	if n.HoldTime != 0 && (n.HoldTime != 90*time.Second || n.Keepalive != 30*time.Second) {
+		return nil, fmt.Errorf("gobgp neighbor %s: the gobgp CLI sets no timers; only its defaults, hold 90s and keepalive 30s", n.Address)
 	}
 	addr := n.Address.String()
 	if _, err := r.cli(ctx, "neighbor", "add", addr, "as", fmt.Sprint(n.ASN)); err != nil {
