@@ -4,6 +4,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -19,40 +20,60 @@ import (
 	"github.com/herald-lb/herald/speaker"
 )
 
-// The speaker's BGP half in the lab: every node peers with gobgpd and FRR (both passive, accepting the lan), a
-// Cluster Service's address from a pool off the lan is advertised by every node, the routers learn it with every
-// node as next hop, and the external client behind FRR reaches the backends through those routes.
+// The speaker's BGP half in the lab: every node peers with gobgpd and FRR (both passive, accepting the lan), over
+// IPv4 and then over IPv6 sessions; a Cluster Service's addresses from a pool off the lan are advertised by every
+// node, the routers learn them with every node as next hop of each family, and the external client behind FRR
+// reaches the backends through those routes.
 func TestBGPSpeakerAdvertises(t *testing.T) {
-	ctx := testContext(t, 6*time.Minute)
+	ctx := testContext(t, 8*time.Minute)
 	f := installSpeakers(t, ctx)
-	routerPeers(t, ctx, f, "e2e-", 9*time.Second, 2*time.Second)
+	t.Run("IPv4 sessions", func(t *testing.T) { bgpAdvertises(t, ctx, f, false) })
+	dual := cluster.Ranges().BGPv6.IsValid()
+	for _, rt := range cluster.Routers() {
+		dual = dual && routerIPv6(rt).IsValid()
+	}
+	if !dual {
+		t.Log("no IPv6 sessions: the lab is not dual-stack")
+		return
+	}
+	t.Run("IPv6 sessions", func(t *testing.T) { bgpAdvertises(t, ctx, f, true) })
+}
+
+func bgpAdvertises(t *testing.T, ctx context.Context, f *heraldFixture, v6Sessions bool) {
+	// Each session family has its own peers, pool and addresses: the first run's Service may still be going
+	// away (its namespace deleted) while the second runs.
+	peerPrefix, pool, nth := "e2e-4-", "e2e-bgp-4", 32
+	if v6Sessions {
+		peerPrefix, pool, nth = "e2e-6-", "e2e-bgp-6", 33
+	}
+	routerPeersOver(t, ctx, f, peerPrefix, 9*time.Second, 2*time.Second, v6Sessions)
 	r := cluster.Ranges()
-	// The BGP range's 32nd address: not used by the demo or the other suites.
-	v4 := nthAddr(r.BGP, 32)
+	// The BGP range's 32nd and 33rd addresses: not used by the demo or the other suites.
+	v4 := nthAddr(r.BGP, nth)
 	if !r.BGP.Contains(v4) {
 		t.Fatalf("the BGP range %s is too small", r.BGP)
 	}
-	// And an IPv6 address on a dual-stack lab, advertised over the same IPv4 sessions with the nodes' IPv6
-	// addresses as next hops.
+	// And an IPv6 address on a dual-stack lab, advertised over the same sessions with the nodes' IPv6 addresses as
+	// next hops (and the IPv4 address with their IPv4 addresses over IPv6 sessions).
 	var v6 netip.Addr
 	poolAddrs := []string{v4.String() + "/32"}
 	if r.BGPv6.IsValid() {
-		v6 = nthAddr(r.BGPv6, 32)
+		v6 = nthAddr(r.BGPv6, nth)
 		poolAddrs = append(poolAddrs, v6.String()+"/128")
 	}
 	f.create(t, ctx, &v1beta1.IPAddressPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp", Namespace: "herald-system"},
+		ObjectMeta: metav1.ObjectMeta{Name: pool, Namespace: "herald-system"},
 		Spec:       v1beta1.IPAddressPoolSpec{Addresses: poolAddrs},
 	})
 	f.create(t, ctx, &v1beta1.BGPAdvertisement{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp", Namespace: "herald-system"},
-		Spec:       v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"e2e-bgp"}, Communities: []string{"64500:42"}},
+		ObjectMeta: metav1.ObjectMeta{Name: pool, Namespace: "herald-system"},
+		Spec:       v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{pool}, Communities: []string{"64500:42"}},
 	})
 	ns := testNamespace(t, ctx)
 	echoDeployment(t, ctx, ns)
 	prefer := corev1.IPFamilyPolicyPreferDualStack
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "bgp", Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: "e2e-bgp"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "bgp", Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: pool}},
 		Spec: corev1.ServiceSpec{
 			Type:           corev1.ServiceTypeLoadBalancer,
 			IPFamilyPolicy: &prefer,
@@ -74,7 +95,21 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 	prefix := netip.PrefixFrom(v4, 32)
 	hopsAtRouters(t, ctx, "every node advertises", prefix, nodeHops(false)...)
 	if v6.IsValid() {
-		hopsAtRouters(t, ctx, "every node advertises, IPv6 over the IPv4 sessions", netip.PrefixFrom(v6, 128), nodeHops(true)...)
+		hopsAtRouters(t, ctx, "every node advertises IPv6", netip.PrefixFrom(v6, 128), nodeHops(true)...)
+	}
+	// Learned over the sessions of the family under test: the paths' neighbours are the nodes' addresses of it.
+	for _, rt := range cluster.Routers() {
+		want := nodeHops(v6Sessions)
+		slices.SortFunc(want, netip.Addr.Compare)
+		waitFor(t, ctx, fmt.Sprintf("%s's paths learned from %v", rt.Name(), want), func() (bool, error) {
+			route, _, err := rt.Route(ctx, prefix)
+			var from []netip.Addr
+			for _, p := range route.Paths {
+				from = append(from, p.Peer)
+			}
+			slices.SortFunc(from, netip.Addr.Compare)
+			return slices.Equal(from, want), err
+		})
 	}
 	// The advertisement's community, as gobgpd shows it on every node's path (FRR's route listing has none).
 	for _, rt := range cluster.Routers() {
@@ -104,7 +139,7 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 	// Every node reports what it advertises for the Service, to both peers.
 	var peerNames []string
 	for _, rt := range cluster.Routers() {
-		peerNames = append(peerNames, "e2e-"+rt.Name())
+		peerNames = append(peerNames, peerPrefix+rt.Name())
 	}
 	slices.Sort(peerNames)
 	wantPrefixes := []string{prefix.String()}
@@ -131,7 +166,7 @@ func TestBGPSpeakerAdvertises(t *testing.T) {
 	}
 
 	// The advertisement deleted: every node withdraws, the routers forget the prefix.
-	if err := f.c.Delete(ctx, &v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "e2e-bgp", Namespace: "herald-system"}}); err != nil {
+	if err := f.c.Delete(ctx, &v1beta1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: pool, Namespace: "herald-system"}}); err != nil {
 		t.Fatal(err)
 	}
 	hopsAtRouters(t, ctx, "the advertisement deleted", prefix)

@@ -98,20 +98,36 @@ func externalAnswers(t *testing.T, ctx context.Context, addr netip.Addr) int {
 // expects) with the given timers, deleted when the test ends, after checking that no other BGPPeer exists.
 func routerPeers(t *testing.T, ctx context.Context, f *heraldFixture, prefix string, hold, connect time.Duration) {
 	t.Helper()
+	routerPeersOver(t, ctx, f, prefix, hold, connect, false)
+}
+
+// routerPeersOver is routerPeers with the sessions over IPv6 (the routers' IPv6 addresses) when v6 is set.
+func routerPeersOver(t *testing.T, ctx context.Context, f *heraldFixture, prefix string, hold, connect time.Duration, v6 bool) {
+	t.Helper()
 	noBGPPeers(t, ctx, f)
 	for _, rt := range cluster.Routers() {
+		addr := routerIPv4(rt)
+		if v6 {
+			addr = routerIPv6(rt)
+		}
+		if !addr.IsValid() {
+			t.Fatalf("router %s has no address of the family", rt.Name())
+		}
 		f.create(t, ctx, &v1beta1.BGPPeer{
 			ObjectMeta: metav1.ObjectMeta{Name: prefix + rt.Name(), Namespace: "herald-system"},
-			Spec: v1beta1.BGPPeerSpec{MyASN: rt.PeerASN(), PeerASN: rt.ASN(), PeerAddress: routerIPv4(rt).String(),
+			Spec: v1beta1.BGPPeerSpec{MyASN: rt.PeerASN(), PeerASN: rt.ASN(), PeerAddress: addr.String(),
 				HoldTime: &metav1.Duration{Duration: hold}, ConnectTime: &metav1.Duration{Duration: connect}},
 		})
 	}
 }
 
-// routerIPv4 is a router's IPv4 address.
-func routerIPv4(rt e2e.Router) netip.Addr {
+// routerIPv4 and routerIPv6 are a router's address of each family (invalid when it has none).
+func routerIPv4(rt e2e.Router) netip.Addr { return routerAddr(rt, false) }
+func routerIPv6(rt e2e.Router) netip.Addr { return routerAddr(rt, true) }
+
+func routerAddr(rt e2e.Router, v6 bool) netip.Addr {
 	for _, a := range rt.Addresses() {
-		if a.Is4() {
+		if a.Is6() == v6 {
 			return a
 		}
 	}

@@ -236,7 +236,12 @@ func testContext(t *testing.T, d time.Duration) context.Context {
 
 // testNamespace creates a namespace for the test and deletes it when the test ends.
 func testNamespace(t *testing.T, ctx context.Context) string {
-	name := "e2e-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	name := "e2e-" + strings.Map(func(r rune) rune { // a DNS label: subtest names have '/' and '_'
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(t.Name()))
 	if len(name) > 55 {
 		name = name[:55]
 	}
