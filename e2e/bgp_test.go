@@ -180,20 +180,24 @@ func bgpAdvertises(t *testing.T, ctx context.Context, f *heraldFixture, v6Sessio
 func checkSessionsAndTraffic(t *testing.T, ctx context.Context, addr netip.Addr) {
 	t.Helper()
 
-	// Every speaker reports both sessions up.
-	waitFor(t, ctx, "every speaker's sessions up", func() (bool, error) {
+	// Every speaker reports both sessions up, and UPDATEs sent on them.
+	waitFor(t, ctx, "every speaker's sessions up and UPDATEs sent", func() (bool, error) {
 		for _, n := range cluster.Nodes() {
 			samples, err := speakerMetrics(ctx, n)
 			if err != nil {
 				return false, nil
 			}
-			up := 0
+			up, sent := 0, 0
 			for _, s := range samples {
 				if s.name == "herald_bgp_session_up" && s.value == 1 {
 					up++
 				}
+				// Each session has sent at least the UPDATE with the Service's prefix.
+				if s.name == "herald_bgp_updates_total" && s.labels["direction"] == "sent" && s.value >= 1 {
+					sent++
+				}
 			}
-			if up != len(cluster.Routers()) {
+			if up != len(cluster.Routers()) || sent != len(cluster.Routers()) {
 				return false, nil
 			}
 		}

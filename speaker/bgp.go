@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +28,8 @@ type BGPApplier interface {
 	Peers() []bgp.PeerStatus
 	// Watch reports every change of a session's state until cancel.
 	Watch() (events <-chan bgp.PeerStatus, cancel func())
+	// Stats reads every session's message counters.
+	Stats(ctx context.Context) ([]bgp.PeerStats, error)
 	// Close withdraws every route, then closes every session with a Cease.
 	Close(ctx context.Context) error
 }
@@ -229,21 +232,32 @@ type bgpSession struct {
 	bgpPeerInfo
 	addr        netip.Addr
 	established bool
+	counters    *bgp.PeerStats // nil when they could not be read
 }
 
-// bgpSessions lists the node's sessions with their state, for the metrics.
+// bgpSessions lists the node's sessions with their state and counters, for
+// the metrics (read at scrape time).
 func (a *Agent) bgpSessions() []bgpSession {
 	names := map[netip.Addr]bgpPeerInfo{}
 	if p := a.bgpNames.Load(); p != nil {
 		names = *p
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	stats, err := a.bgp.Stats(ctx)
+	if err != nil {
+		a.log.Debug("BGP counters read in part", "err", err)
+	}
+	byAddr := map[netip.Addr]*bgp.PeerStats{}
+	for i := range stats {
+		byAddr[stats[i].Peer] = &stats[i]
 	}
 	var out []bgpSession
 	for _, st := range a.bgp.Peers() {
 		if st.Removed {
 			continue
 		}
-		s := bgpSession{bgpPeerInfo: names[st.Peer], addr: st.Peer, established: st.Established}
-		out = append(out, s)
+		out = append(out, bgpSession{bgpPeerInfo: names[st.Peer], addr: st.Peer, established: st.Established, counters: byAddr[st.Peer]})
 	}
 	return out
 }

@@ -47,6 +47,17 @@ func (f *fakeBGP) Peers() []bgp.PeerStatus {
 	return out
 }
 
+// Stats counts one UPDATE sent per advertised prefix.
+func (f *fakeBGP) Stats(context.Context) ([]bgp.PeerStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []bgp.PeerStats
+	for _, p := range f.last.Peers {
+		out = append(out, bgp.PeerStats{Peer: p.Address, Advertised: len(p.Advertisements), UpdatesSent: uint64(len(p.Advertisements))})
+	}
+	return out, nil
+}
+
 // Watch reports nothing: the fake's sessions never change state.
 func (f *fakeBGP) Watch() (<-chan bgp.PeerStatus, func()) {
 	return make(chan bgp.PeerStatus), func() {}

@@ -26,6 +26,10 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, s
 			"1 while the BGP session with the peer is established, 0 otherwise.", []string{"peer", "address"}, nil),
 		prefixes: prometheus.NewDesc("herald_bgp_prefixes_advertised",
 			"Prefixes this node advertises to the peer (sent while the session is established).", []string{"peer", "address"}, nil),
+		updates: prometheus.NewDesc("herald_bgp_updates_total",
+			"BGP UPDATE messages exchanged with the peer, by direction (sent, received), since the session was configured.", []string{"peer", "address", "direction"}, nil),
+		notifications: prometheus.NewDesc("herald_bgp_notifications_total",
+			"BGP NOTIFICATION messages exchanged with the peer, by direction (sent, received), since the session was configured.", []string{"peer", "address", "direction"}, nil),
 	},
 		&l2Collector{ann: ann,
 			answered: prometheus.NewDesc("herald_l2_requests_answered_total",
@@ -93,13 +97,15 @@ func (c *l2Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 type bgpCollector struct {
-	sessions     func() []bgpSession
-	up, prefixes *prometheus.Desc
+	sessions                             func() []bgpSession
+	up, prefixes, updates, notifications *prometheus.Desc
 }
 
 func (c *bgpCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.up
 	ch <- c.prefixes
+	ch <- c.updates
+	ch <- c.notifications
 }
 
 func (c *bgpCollector) Collect(ch chan<- prometheus.Metric) {
@@ -110,5 +116,15 @@ func (c *bgpCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, s.name, s.addr.String())
 		ch <- prometheus.MustNewConstMetric(c.prefixes, prometheus.GaugeValue, float64(s.prefixes), s.name, s.addr.String())
+		if k := s.counters; k != nil {
+			for _, m := range []struct {
+				d         *prometheus.Desc
+				n         uint64
+				direction string
+			}{{c.updates, k.UpdatesSent, "sent"}, {c.updates, k.UpdatesReceived, "received"},
+				{c.notifications, k.NotificationsSent, "sent"}, {c.notifications, k.NotificationsReceived, "received"}} {
+				ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.n), s.name, s.addr.String(), m.direction)
+			}
+		}
 	}
 }
