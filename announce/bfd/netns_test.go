@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -344,5 +345,61 @@ func TestNetnsTTL(t *testing.T) {
 			sendWithTTL(t, a, tc.src, tc.dst, 255)
 			waitState(t, mb, tc.src, StateInit, 2*time.Second)
 		})
+	}
+}
+
+// TestNetnsOneWayLoss: an nftables rule in b drops the BFD packets b
+// receives; b's session times out (diag 1) and tells a Down, so a's goes
+// Down too, with diag 3 (the peer said Down) — both failures. Without the
+// rule both come back Up.
+func TestNetnsOneWayLoss(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("skipping: nft is not installed")
+	}
+	a, b := pair(t, "bfl")
+	p := Profile{ReceiveInterval: 100 * time.Millisecond, TransmitInterval: 100 * time.Millisecond, DetectMultiplier: 3}
+	ma := newManager(t, a, p, map[netip.Addr]netip.Addr{b4: a4, b6: a6})
+	mb := newManager(t, b, p, map[netip.Addr]netip.Addr{a4: b4, a6: b6})
+	for _, pe := range []netip.Addr{a4, a6} {
+		waitState(t, mb, pe, StateUp, 10*time.Second)
+	}
+	for _, pe := range []netip.Addr{b4, b6} {
+		waitState(t, ma, pe, StateUp, 10*time.Second)
+	}
+	evA, cancelA := ma.Watch()
+	defer cancelA()
+	evB, cancelB := mb.Watch()
+	defer cancelB()
+	if out, err := b.Exec("nft", "add table inet hbfd; add chain inet hbfd in { type filter hook input priority 0; }; add rule inet hbfd in udp dport 3784 drop"); err != nil {
+		t.Fatalf("nft: %v: %s", err, out)
+	}
+	downs := func(ev <-chan PeerEvent, diag Diag) {
+		t.Helper()
+		got := 0
+		limit := time.After(3 * time.Second)
+		for got < 2 {
+			select {
+			case e := <-ev:
+				if e.Old == StateUp && e.New == StateDown {
+					if !e.Failure || e.Diag != diag {
+						t.Errorf("one-way loss: %+v, want a failure with diag %v", e, diag)
+					}
+					got++
+				}
+			case <-limit:
+				t.Fatalf("one-way loss: %d of 2 sessions went Down", got)
+			}
+		}
+	}
+	downs(evB, DiagControlDetectExpired)
+	downs(evA, DiagNeighborDown)
+	if out, err := b.Exec("nft", "delete table inet hbfd"); err != nil {
+		t.Fatalf("nft: %v: %s", err, out)
+	}
+	for _, pe := range []netip.Addr{a4, a6} {
+		waitState(t, mb, pe, StateUp, 10*time.Second)
+	}
+	for _, pe := range []netip.Addr{b4, b6} {
+		waitState(t, ma, pe, StateUp, 10*time.Second)
 	}
 }
