@@ -549,3 +549,62 @@ func TestSessionInitTimeout(t *testing.T) {
 		t.Fatalf("Init timeout: %+v", out.Events)
 	}
 }
+
+// FuzzSession drives a session with arbitrary packets at arbitrary times
+// and checks what must always hold: no panic; never P and F together;
+// packets always carry our discriminator, our multiplier, no echo, and at
+// least 1 s of desired TX while not Up; Next never lies in the past after
+// Tick; events change state.
+func FuzzSession(f *testing.F) {
+	f.Add([]byte{0x20, 0x40, 3, 24, 0, 0, 0, 9, 0, 0, 0, 0, 0, 4, 0x93, 0xe0, 0, 4, 0x93, 0xe0, 0, 0, 0, 0}, uint16(10), uint8(0))
+	f.Add([]byte{0x20, 0xe0, 3, 24, 0, 0, 0, 9, 0, 0, 0x11, 0x11, 0, 0, 0xc3, 0x50, 0, 0, 0xc3, 0x50, 0, 0, 0, 0}, uint16(300), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, step uint16, mode uint8) {
+		s, err := NewSession(SessionConfig{LocalDiscriminator: localDisc,
+			Timers: Timers{DesiredMinTx: ms(50), RequiredMinRx: ms(50), DetectMult: 1 + mode%4, Passive: mode&4 != 0}}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := t0
+		check := func(out Output) {
+			for _, p := range out.Send {
+				if p.Poll && p.Final {
+					t.Fatalf("P and F together: %+v", p)
+				}
+				if p.MyDiscriminator != localDisc || p.DetectMult != 1+mode%4 || p.RequiredMinEchoRxInterval != 0 {
+					t.Fatalf("bad packet %+v", p)
+				}
+				if p.State != StateUp && p.DesiredMinTxInterval < 1_000_000 {
+					t.Fatalf("fast TX advertised while %v: %+v", p.State, p)
+				}
+				if _, err := Parse(p.Marshal()); err != nil && p.YourDiscriminator != 0 {
+					t.Fatalf("we sent a packet Parse refuses: %v: %+v", err, p)
+				}
+			}
+			for _, e := range out.Events {
+				if e.Old == e.New {
+					t.Fatalf("event without a change: %+v", e)
+				}
+			}
+		}
+		for len(data) >= HeaderLen {
+			p, err := Parse(data[:HeaderLen])
+			data = data[HeaderLen:]
+			now = now.Add(time.Duration(step) * time.Millisecond)
+			check(s.Tick(now))
+			if n := s.Next(); !n.IsZero() && n.Before(now) {
+				t.Fatalf("Next %v before now %v after Tick", n, now)
+			}
+			if err == nil {
+				check(s.Receive(p, now))
+			}
+			if len(data) > 0 && data[0]&1 != 0 {
+				o, err := s.SetTimers(Timers{DesiredMinTx: ms(int(step%500) + 1), RequiredMinRx: ms(int(data[0]) + 1), DetectMult: 3}, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mode = 2 // the multiplier is 3 from now on
+				check(o)
+			}
+		}
+	})
+}
