@@ -147,3 +147,20 @@ func (t *txConn) send(p Packet) error {
 }
 
 func (t *txConn) srcPort() int { return t.conn.LocalAddr().(*net.UDPAddr).Port }
+
+// LocalAddress returns the address this host would send from to reach
+// peer (the kernel's route lookup; nothing is sent), for a caller that
+// has no configured source address. Call it in the network namespace the
+// sessions will live in.
+func LocalAddress(peer netip.Addr) (netip.Addr, error) {
+	c, err := net.DialUDP(network(peer), nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(peer, Port)))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("bfd peer %v: finding the local address: %w", peer, err)
+	}
+	defer c.Close()
+	a := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
+	if peer.Zone() != "" {
+		a = a.WithZone(peer.Zone())
+	}
+	return a, nil
+}

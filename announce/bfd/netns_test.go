@@ -69,7 +69,7 @@ func newManager(t *testing.T, ns *netnstest.NS, p Profile, peers map[netip.Addr]
 func states(m *Manager) map[netip.Addr]State {
 	out := map[netip.Addr]State{}
 	for _, s := range m.Sessions() {
-		out[s.Peer] = s.State
+		out[key(s.Peer)] = s.State
 	}
 	return out
 }
@@ -402,4 +402,57 @@ func TestNetnsOneWayLoss(t *testing.T) {
 	for _, pe := range []netip.Addr{b4, b6} {
 		waitState(t, ma, pe, StateUp, 10*time.Second)
 	}
+}
+
+// TestNetnsLinkLocal: LocalAddress finds the source address the kernel
+// would use, and sessions between IPv6 link-local addresses (with the
+// interface as zone) come Up.
+func TestNetnsLinkLocal(t *testing.T) {
+	a, b := pair(t, "bfk")
+	ll := func(ns *netnstest.NS) netip.Addr {
+		t.Helper()
+		var out netip.Addr
+		ok := netnstest.Eventually(5*time.Second, func() bool {
+			err := ns.Run(func() error {
+				ifi, err := net.InterfaceByName("eth0")
+				if err != nil {
+					return err
+				}
+				addrs, err := ifi.Addrs()
+				if err != nil {
+					return err
+				}
+				for _, x := range addrs {
+					if p, err := netip.ParsePrefix(x.String()); err == nil && p.Addr().IsLinkLocalUnicast() {
+						out = p.Addr()
+					}
+				}
+				return nil
+			})
+			return err == nil && out.IsValid()
+		})
+		if !ok {
+			t.Fatalf("no link-local address on eth0 in %s", ns.Name)
+		}
+		return out
+	}
+	all, bll := ll(a), ll(b)
+	var got4, gotLL netip.Addr
+	if err := a.Run(func() error {
+		var err error
+		if got4, err = LocalAddress(b4); err != nil {
+			return err
+		}
+		gotLL, err = LocalAddress(bll.WithZone("eth0"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got4 != a4 || gotLL != all.WithZone("eth0") {
+		t.Fatalf("LocalAddress = %v and %v, want %v and %v%%eth0", got4, gotLL, a4, all)
+	}
+	ma := newManager(t, a, DefaultProfile, map[netip.Addr]netip.Addr{bll.WithZone("eth0"): gotLL})
+	mb := newManager(t, b, DefaultProfile, map[netip.Addr]netip.Addr{all.WithZone("eth0"): bll.WithZone("eth0")})
+	waitState(t, ma, bll, StateUp, 10*time.Second)
+	waitState(t, mb, all, StateUp, 10*time.Second)
 }
