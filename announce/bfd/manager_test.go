@@ -114,6 +114,7 @@ func TestManagerAPI(t *testing.T) {
 	addOrSkip(t, ma, lb, lc, fastProfile())
 	waitEvent(t, evA, "a Removed from the old address", func(e PeerEvent) bool { return e.Removed })
 	waitEvent(t, evB, "b Up with the new address", func(e PeerEvent) bool { return e.Peer == lc && e.New == StateUp })
+	waitEvent(t, evA, "a Up from the new address", func(e PeerEvent) bool { return e.Local == lc && e.New == StateUp })
 	if st := ma.Sessions(); len(st) != 1 || st[0].Local != lc || st[0].State != StateUp {
 		t.Fatalf("sessions of a after the move: %+v", st)
 	}
