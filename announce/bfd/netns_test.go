@@ -141,10 +141,11 @@ func TestNetnsUpDownDetection(t *testing.T) {
 		t.Logf("profile %v x %d, round %d: link cut -> Down: IPv4 %v, IPv6 %v (detection time %v)",
 			p.TransmitInterval, p.DetectMultiplier, round, down[a4].Round(time.Millisecond), down[a6].Round(time.Millisecond), detect)
 		for pe, d := range down {
-			// Down can come at most one jittered interval early (the last
-			// packet left up to one interval before the cut), never later
-			// than the detection time plus scheduling slack.
-			if d < detect-p.TransmitInterval || d > detect+200*time.Millisecond {
+			// Generous bounds, not a timing test (the figure is logged):
+			// Down comes about one interval early at most (the last packet
+			// left up to one interval before the cut), and a second late
+			// would be a bug, not load.
+			if d < detect-2*p.TransmitInterval || d > detect+time.Second {
 				t.Errorf("session with %v went down %v after the cut; detection time %v", pe, d, detect)
 			}
 		}
