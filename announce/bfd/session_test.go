@@ -608,3 +608,26 @@ func FuzzSession(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSessionUp is the cost of one Up session's work per received
+// packet: Parse, Receive, Tick and Marshal of the answer.
+func BenchmarkSessionUp(b *testing.B) {
+	s, _ := NewSession(SessionConfig{LocalDiscriminator: localDisc, Timers: Timers{DesiredMinTx: ms(50), RequiredMinRx: ms(50), DetectMult: 3}}, t0)
+	s.Receive(peer(StateDown, 0), t0)
+	s.Receive(peer(StateUp, localDisc), t0)
+	wire := peer(StateUp, localDisc).Marshal()
+	now := t0
+	buf := make([]byte, 0, HeaderLen)
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(ms(50))
+		p, err := Parse(wire)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Receive(p, now)
+		for _, out := range s.Tick(now).Send {
+			buf = out.Append(buf[:0])
+		}
+	}
+}
