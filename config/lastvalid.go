@@ -177,6 +177,13 @@ var accessors = []accessor{
 			c := &o.Communities[i]
 			return substitute(&c.Spec, c.Status.LastValidSpec)
 		}},
+	{KindBFDProfile,
+		func(o *Objects) int { return len(o.BFDProfiles) },
+		func(o *Objects, i int) string { return o.BFDProfiles[i].Name },
+		func(o *Objects, i int) bool {
+			b := &o.BFDProfiles[i]
+			return substitute(&b.Spec, b.Status.LastValidSpec)
+		}},
 }
 
 // substitute sets *spec to *last when last is set and differs.
@@ -197,6 +204,7 @@ func copyObjects(o Objects) Objects {
 		BGPAdvertisements: append([]v1beta1.BGPAdvertisement(nil), o.BGPAdvertisements...),
 		Peers:             append([]v1beta1.BGPPeer(nil), o.Peers...),
 		Communities:       append([]v1beta1.Community(nil), o.Communities...),
+		BFDProfiles:       append([]v1beta1.BFDProfile(nil), o.BFDProfiles...),
 	}
 }
 

@@ -26,6 +26,8 @@ type Config struct {
 	Peers []*Peer
 	// Communities maps alias names to their values.
 	Communities map[string]CommunityValue
+	// BFDProfiles are the valid BFD profiles, sorted by name.
+	BFDProfiles []*BFDProfile
 }
 
 // Pool returns the pool with the given name, or nil.
@@ -206,4 +208,7 @@ type Peer struct {
 	PasswordSecret  string
 	NodeSelectors   []labels.Selector
 	GracefulRestart bool
+	// BFDProfile names the valid BFDProfile of the session, or "" (none
+	// asked for, or the one named is missing or invalid: a warning).
+	BFDProfile string
 }

@@ -17,6 +17,7 @@ const (
 	KindBGPAdvertisement = "BGPAdvertisement"
 	KindBGPPeer          = "BGPPeer"
 	KindCommunity        = "Community"
+	KindBFDProfile       = "BFDProfile"
 )
 
 // Objects are the raw configuration objects, as read from the API server (all
@@ -27,6 +28,7 @@ type Objects struct {
 	BGPAdvertisements []v1beta1.BGPAdvertisement
 	Peers             []v1beta1.BGPPeer
 	Communities       []v1beta1.Community
+	BFDProfiles       []v1beta1.BFDProfile
 }
 
 // Parse validates the objects and builds the model. It never fails as a whole:
@@ -56,7 +58,14 @@ func Parse(objs Objects) (*Config, Problems) {
 		}
 	}
 
-	cfg.Peers = parsePeers(objs.Peers, &probs)
+	cfg.BFDProfiles = parseBFDProfiles(objs.BFDProfiles, &probs)
+	brokenBFD := map[string]bool{}
+	for _, o := range objs.BFDProfiles {
+		if cfg.BFDProfile(o.Name) == nil {
+			brokenBFD[o.Name] = true
+		}
+	}
+	cfg.Peers = parsePeers(objs.Peers, cfg, brokenBFD, &probs)
 	peerNames := map[string]bool{}
 	for _, p := range cfg.Peers {
 		peerNames[p.Name] = true

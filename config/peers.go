@@ -20,7 +20,7 @@ const (
 
 // parsePeers validates each peer on its own, then drops a peer that
 // duplicates an older one (same address and port) on nodes both may select.
-func parsePeers(objs []v1beta1.BGPPeer, probs *Problems) []*Peer {
+func parsePeers(objs []v1beta1.BGPPeer, cfg *Config, brokenBFD map[string]bool, probs *Problems) []*Peer {
 	sorted := append([]v1beta1.BGPPeer(nil), objs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return byAge(sorted[i].ObjectMeta, sorted[j].ObjectMeta) })
 	var accepted []*Peer
@@ -29,6 +29,17 @@ func parsePeers(objs []v1beta1.BGPPeer, probs *Problems) []*Peer {
 		p := parsePeer(&sorted[i].Spec, sorted[i].Name, r)
 		if p == nil {
 			continue
+		}
+		if name := sorted[i].Spec.BFDProfile; name != "" {
+			// Never BGP down because of BFD: a bad reference only costs BFD.
+			switch {
+			case cfg.BFDProfile(name) != nil:
+				p.BFDProfile = name
+			case brokenBFD[name]:
+				r.warnf("spec.bfdProfile", "BFDProfile %q is invalid and not in use: the session runs without BFD", name)
+			default:
+				r.warnf("spec.bfdProfile", "BFDProfile %q does not exist: the session runs without BFD", name)
+			}
 		}
 		if dup := duplicatePeer(accepted, p); dup != nil {
 			r.errorf("spec.peerAddress", "duplicates BGPPeer %q (%s port %d) on nodes both select",

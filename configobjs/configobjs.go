@@ -1,6 +1,6 @@
 // Package configobjs reads Herald's configuration objects from the API
 // server (or a cache) for config.ParseKeepingLastValid. The controller and
-// the speaker both read the same five kinds from the install namespace; this
+// the speaker both read the same six kinds from the install namespace; this
 // package names them once.
 package configobjs
 
@@ -15,11 +15,11 @@ import (
 	"github.com/herald-lb/herald/config/v1beta1"
 )
 
-// Kinds are empty objects of the five configuration kinds.
+// Kinds are empty objects of the six configuration kinds.
 func Kinds() []client.Object {
 	return []client.Object{
 		&v1beta1.IPAddressPool{}, &v1beta1.L2Advertisement{}, &v1beta1.BGPAdvertisement{},
-		&v1beta1.BGPPeer{}, &v1beta1.Community{},
+		&v1beta1.BGPPeer{}, &v1beta1.Community{}, &v1beta1.BFDProfile{},
 	}
 }
 
@@ -39,12 +39,13 @@ func List(ctx context.Context, r client.Reader, namespace string) (config.Object
 	var bgp v1beta1.BGPAdvertisementList
 	var peers v1beta1.BGPPeerList
 	var comms v1beta1.CommunityList
-	for _, l := range []client.ObjectList{&pools, &l2, &bgp, &peers, &comms} {
+	var bfd v1beta1.BFDProfileList
+	for _, l := range []client.ObjectList{&pools, &l2, &bgp, &peers, &comms, &bfd} {
 		if err := r.List(ctx, l, client.InNamespace(namespace)); err != nil {
 			return objs, fmt.Errorf("listing configuration in %s: %w", namespace, err)
 		}
 	}
 	objs.Pools, objs.L2Advertisements, objs.BGPAdvertisements = pools.Items, l2.Items, bgp.Items
-	objs.Peers, objs.Communities = peers.Items, comms.Items
+	objs.Peers, objs.Communities, objs.BFDProfiles = peers.Items, comms.Items, bfd.Items
 	return objs, nil
 }

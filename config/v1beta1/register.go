@@ -23,6 +23,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&BGPAdvertisement{}, &BGPAdvertisementList{},
 		&BGPPeer{}, &BGPPeerList{},
 		&Community{}, &CommunityList{},
+		&BFDProfile{}, &BFDProfileList{},
 		&ServiceL2Status{}, &ServiceL2StatusList{},
 		&ServiceBGPStatus{}, &ServiceBGPStatusList{},
 	)

@@ -354,6 +354,12 @@ type BGPPeerSpec struct {
 	// the routes while a speaker restarts.
 	// +optional
 	GracefulRestart bool `json:"gracefulRestart,omitempty"`
+	// BFDProfile names a BFDProfile: the speakers run a single-hop BFD
+	// session with the peer and reset the BGP session as soon as BFD says
+	// the path is down. A missing or invalid profile leaves the session
+	// without BFD (a warning), never without BGP.
+	// +optional
+	BFDProfile string `json:"bfdProfile,omitempty"`
 }
 
 // SecretReference names a Secret in the install namespace.
@@ -403,4 +409,90 @@ type CommunityList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Community `json:"items"`
+}
+
+// BFDProfile holds the BFD settings (RFC 5880 asynchronous mode, single-hop,
+// RFC 5881) of the BGPPeers that name it, with MetalLB's fields and defaults.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Receive Interval",type=integer,JSONPath=`.spec.receiveInterval`
+// +kubebuilder:printcolumn:name="Transmit Interval",type=integer,JSONPath=`.spec.transmitInterval`
+// +kubebuilder:printcolumn:name="Multiplier",type=integer,JSONPath=`.spec.detectMultiplier`
+// +kubebuilder:printcolumn:name="Passive",type=boolean,JSONPath=`.spec.passiveMode`
+type BFDProfile struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   BFDProfileSpec   `json:"spec,omitempty"`
+	Status BFDProfileStatus `json:"status,omitempty"`
+}
+
+// BFDProfileSpec are the session parameters. Unset fields take MetalLB's
+// defaults.
+type BFDProfileSpec struct {
+	// ReceiveInterval is the least interval, in milliseconds, between
+	// received BFD control packets that this system can handle (default 300).
+	// +optional
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=60000
+	ReceiveInterval *uint32 `json:"receiveInterval,omitempty"`
+	// TransmitInterval is the least interval, in milliseconds, at which this
+	// system wants to send BFD control packets (default 300); the peer's
+	// receive interval may make it longer.
+	// +optional
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=60000
+	TransmitInterval *uint32 `json:"transmitInterval,omitempty"`
+	// DetectMultiplier: the peer declares the session down after this many
+	// missed packets (default 3).
+	// +optional
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=255
+	DetectMultiplier *uint32 `json:"detectMultiplier,omitempty"`
+	// EchoInterval is accepted for compatibility with MetalLB; Herald has no
+	// echo function, so it has no effect.
+	// +optional
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=60000
+	EchoInterval *uint32 `json:"echoInterval,omitempty"`
+	// EchoMode is accepted for compatibility with MetalLB; Herald has no echo
+	// function, and true is reported as not supported (a warning; the
+	// profile is used without echo).
+	// +optional
+	EchoMode *bool `json:"echoMode,omitempty"`
+	// PassiveMode makes the speakers wait for the peer's first packet
+	// instead of sending first (default false).
+	// +optional
+	PassiveMode *bool `json:"passiveMode,omitempty"`
+	// MinimumTTL is accepted for compatibility with MetalLB, where it applies
+	// to multihop sessions only. Herald runs single-hop sessions, which
+	// accept TTL 255 only; setting it is reported as not supported (a
+	// warning).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=254
+	MinimumTTL *uint32 `json:"minimumTtl,omitempty"`
+}
+
+// BFDProfileStatus reports validity and keeps the last valid spec.
+type BFDProfileStatus struct {
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastValidSpec is served while the current spec is invalid.
+	// +optional
+	LastValidSpec *BFDProfileSpec `json:"lastValidSpec,omitempty"`
+	// +optional
+	LastValidGeneration int64 `json:"lastValidGeneration,omitempty"`
+}
+
+// BFDProfileList is a list of BFDProfile.
+//
+// +kubebuilder:object:root=true
+type BFDProfileList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BFDProfile `json:"items"`
 }
