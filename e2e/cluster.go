@@ -85,6 +85,28 @@ type Router interface {
 	// AddNeighbor configures a neighbour beside the router's dynamic ones for the nodes — another AS (iBGP
 	// with the router's own), a TCP MD5 password — until remove is called.
 	AddNeighbor(ctx context.Context, n StaticNeighbor) (remove func(context.Context) error, err error)
+	// EnableBFD turns BFD on for the router's sessions with the nodes, with the given timers, until disable is
+	// called. A router without BFD returns an error that wraps errors.ErrUnsupported.
+	EnableBFD(ctx context.Context, t BFDTimers) (disable func(context.Context) error, err error)
+	// BFDPeers lists the router's BFD sessions (none on a router without BFD).
+	BFDPeers(ctx context.Context) ([]BFDPeer, error)
+}
+
+// BFDTimers are a router's BFD settings for the nodes.
+type BFDTimers struct {
+	Receive, Transmit time.Duration // whole milliseconds
+	DetectMultiplier  int
+}
+
+// BFDPeer is one BFD session seen from a router.
+type BFDPeer struct {
+	Address netip.Addr
+	Up      bool
+	State   string // as the router names it
+	// Receive and Transmit are the router's own intervals; RemoteReceive and RemoteTransmit the peer's, as the
+	// router learned them. The session runs at the slower of each pair.
+	Receive, Transmit, RemoteReceive, RemoteTransmit time.Duration
+	RemoteDetectMultiplier                           int
 }
 
 // StaticNeighbor is a neighbour configured on a router by a test.

@@ -5,6 +5,7 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -204,6 +205,14 @@ func (r *gobgpRouter) AddNeighbor(ctx context.Context, n e2e.StaticNeighbor) (fu
 		return err
 	}, nil
 }
+
+// EnableBFD: gobgpd (GoBGP v3) has no BFD.
+func (r *gobgpRouter) EnableBFD(context.Context, e2e.BFDTimers) (func(context.Context) error, error) {
+	return nil, fmt.Errorf("gobgp: no BFD in GoBGP v3: %w", errors.ErrUnsupported)
+}
+
+// BFDPeers: none, gobgpd has no BFD.
+func (r *gobgpRouter) BFDPeers(context.Context) ([]e2e.BFDPeer, error) { return nil, nil }
 
 // family is the CLIs' name of prefix's address family.
 func family(prefix netip.Prefix) string {
@@ -468,6 +477,65 @@ func (r *frrRouter) configure(ctx context.Context, cmds ...string) error {
 		return fmt.Errorf("vtysh: %s", s)
 	}
 	return nil
+}
+
+// bfdProfile is the name of the BFD profile EnableBFD configures in bfdd.
+const bfdProfile = "herald-e2e"
+
+// EnableBFD writes a bfdd profile with the timers and attaches it to the nodes' peer group, so every session with
+// a node (dynamic or configured in it) gets a BFD session.
+func (r *frrRouter) EnableBFD(ctx context.Context, t e2e.BFDTimers) (func(context.Context) error, error) {
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	if ms(t.Receive) <= 0 || ms(t.Transmit) <= 0 || t.DetectMultiplier < 2 {
+		return nil, fmt.Errorf("frr bfd: timers %+v: want intervals of at least 1 ms and a multiplier of at least 2", t)
+	}
+	err := r.configure(ctx, "configure terminal", "bfd", "profile "+bfdProfile,
+		fmt.Sprintf("receive-interval %d", ms(t.Receive)), fmt.Sprintf("transmit-interval %d", ms(t.Transmit)),
+		fmt.Sprintf("detect-multiplier %d", t.DetectMultiplier), "exit", "exit",
+		fmt.Sprintf("router bgp %d", r.asn), "neighbor nodes bfd profile "+bfdProfile)
+	if err != nil {
+		return nil, fmt.Errorf("frr bfd: %w", err)
+	}
+	return func(ctx context.Context) error {
+		return r.configure(ctx, "configure terminal", fmt.Sprintf("router bgp %d", r.asn), "no neighbor nodes bfd", "exit",
+			"bfd", "no profile "+bfdProfile)
+	}, nil
+}
+
+func (r *frrRouter) BFDPeers(ctx context.Context) ([]e2e.BFDPeer, error) {
+	out, err := r.vtysh(ctx, "show bfd peers json")
+	if err != nil {
+		return nil, err
+	}
+	return parseFRRBFDPeers(out)
+}
+
+func parseFRRBFDPeers(out []byte) ([]e2e.BFDPeer, error) {
+	var peers []struct {
+		Peer           string `json:"peer"`
+		Status         string `json:"status"`
+		Receive        int64  `json:"receive-interval"`
+		Transmit       int64  `json:"transmit-interval"`
+		RemoteReceive  int64  `json:"remote-receive-interval"`
+		RemoteTransmit int64  `json:"remote-transmit-interval"`
+		RemoteDetect   int    `json:"remote-detect-multiplier"`
+	}
+	if err := json.Unmarshal(out, &peers); err != nil {
+		return nil, fmt.Errorf("frr bfd peers: %w", err)
+	}
+	var res []e2e.BFDPeer
+	for _, p := range peers {
+		a, err := netip.ParseAddr(p.Peer)
+		if err != nil {
+			return nil, fmt.Errorf("frr bfd peer %q: %w", p.Peer, err)
+		}
+		ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+		res = append(res, e2e.BFDPeer{Address: a, Up: p.Status == "up", State: p.Status, Receive: ms(p.Receive),
+			Transmit: ms(p.Transmit), RemoteReceive: ms(p.RemoteReceive), RemoteTransmit: ms(p.RemoteTransmit),
+			RemoteDetectMultiplier: p.RemoteDetect})
+	}
+	sort.Slice(res, func(i, j int) bool { return res[i].Address.Less(res[j].Address) })
+	return res, nil
 }
 
 func sortNeighbors(ns []e2e.Neighbor) {

@@ -91,10 +91,14 @@ EOT
 	wait_for "FRR zebra socket" 10 test -S "$d/run/zserv.api" || return 1
 	start_daemon frr-bgpd nsenter --net="/var/run/netns/$NS_FRR" -- \
 		/usr/lib/frr/bgpd "${common[@]}" -i "$d/run/bgpd.pid" -z "$d/run/zserv.api" -p 179
+	# bfdd runs from the start; BFD is off for the nodes until a test turns it on (Router.EnableBFD).
+	start_daemon frr-bfdd nsenter --net="/var/run/netns/$NS_FRR" -- \
+		/usr/lib/frr/bfdd "${common[@]}" -i "$d/run/bfdd.pid" -z "$d/run/zserv.api" --bfdctl "$d/run/bfdd.sock"
 	wait_for "gobgpd API" 15 gobgp_cli global || return 1
 	wait_for "FRR bgpd" 15 frr_cli -c 'show bgp summary json' || return 1
+	wait_for "FRR bfdd" 15 frr_cli -c 'show bfd peers json' || return 1
 }
 
 routers_down() {
-	stop_daemons 5 frr-bgpd frr-zebra gobgpd
+	stop_daemons 5 frr-bfdd frr-bgpd frr-zebra gobgpd
 }
