@@ -302,8 +302,10 @@ func TestSvclbStatusFollowsNodes(t *testing.T) {
 
 	// The last ready pod turns unready: no address, and an event says why.
 	e.setPodReady(p1, false)
-	e.waitIPs("web", "")
-	e.waitEvent(e.app, "web", EventServiceLBPending, "every svclb pod is pending (3)")
+	s := e.waitIPs("web", "")
+	if c := svcstatus.Condition(s); c == nil || !strings.HasSuffix(c.Message, "no node serves it yet: every svclb pod is pending") {
+		t.Errorf("condition %+v, want it to say every svclb pod is pending", c)
+	}
 
 	// Nothing changes: the next syncs write nothing.
 	before := h.writes("service-status")

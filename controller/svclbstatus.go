@@ -130,7 +130,7 @@ func servingNodes(in servingInput) serving {
 	case len(cordoned) > 0:
 		out.why = fmt.Sprintf("every node with a ready svclb pod is cordoned (%s)", strings.Join(uniqueSorted(cordoned), ", "))
 	case len(pending) > 0:
-		out.why = fmt.Sprintf("every svclb pod is pending (%d)", len(pending))
+		out.why = "every svclb pod is pending"
 		if msg := schedulerMessage(pending); msg != "" {
 			out.why += ": " + msg
 		}
