@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -467,4 +468,84 @@ func TestSvclbFallback(t *testing.T) {
 	e.updateSvc("second", annotate(ipam.AnnotationAddressPool, "addrs"))
 	e.waitIPs("second", "10.211.0.1")
 	e.waitNoDS("second")
+}
+
+// TestSvclbLocalFollowsEndpoints: with externalTrafficPolicy Local only the
+// nodes that also have a ready endpoint serve, and the status follows the
+// EndpointSlices.
+func TestSvclbLocalFollowsEndpoints(t *testing.T) {
+	e := newEnv(t)
+	e.nodePool("nodes")
+	n1 := e.node("n1", "InternalIP=10.0.5.1")
+	n2 := e.node("n2", "InternalIP=10.0.5.2")
+	e.startController(withSvclb)
+	svc := e.svc("web", func(s *corev1.Service) {
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Spec.AllocateLoadBalancerNodePorts = nil // Local forwards to the NodePort
+	})
+	e.waitDS(svc)
+	e.svclbPod(svc, n1, true)
+	e.svclbPod(svc, n2, true)
+	e.waitEvent(e.app, "web", EventServiceLBPending, "has a ready endpoint of the Service")
+
+	ready := true
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Namespace: e.app, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.2.5"}, NodeName: &n2, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+	}
+	if err := e.c.Create(e.ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	e.waitIPs("web", "10.0.5.2")
+
+	// The endpoint moves to n1.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(es), es); err != nil {
+			return err
+		}
+		es.Endpoints[0].NodeName = &n1
+		return e.c.Update(e.ctx, es)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitIPs("web", "10.0.5.1")
+}
+
+// TestSvclbInvalidKeepsDaemonSet: an annotation Build refuses is a Warning
+// event on the Service; the DaemonSet that exists is kept as it is, and
+// fixing the annotation updates it.
+func TestSvclbInvalidKeepsDaemonSet(t *testing.T) {
+	e := newEnv(t)
+	e.nodePool("nodes")
+	e.node("n1", "InternalIP=10.0.6.1")
+	h := e.startController(withSvclb)
+	svc := e.svc("web")
+	ds := e.waitDS(svc)
+
+	e.updateSvc("web", annotate(daemonset.K3sAnnotationTolerations, `[{"key":"a","operator":"Exists","value":"x"}]`))
+	e.waitEvent(e.app, "web", EventServiceLBInvalid, "tolerations")
+	e.eventually(15*time.Second, func() string {
+		if c := svcstatus.Condition(e.get("web")); c == nil || !strings.Contains(c.Message, "cannot be built") {
+			return fmt.Sprintf("condition %+v does not say the DaemonSet cannot be built", c)
+		}
+		return ""
+	})
+	if cur := e.waitDS(svc); cur.ResourceVersion != ds.ResourceVersion {
+		t.Errorf("daemonset rewritten while the Service is invalid: resourceVersion %s -> %s", ds.ResourceVersion, cur.ResourceVersion)
+	}
+	if n := h.rec.count("web", EventServiceLBInvalid); n != 1 {
+		t.Errorf("%d ServiceLBInvalid events, want 1", n)
+	}
+
+	e.updateSvc("web", annotate(daemonset.K3sAnnotationTolerations, `[{"key":"a","operator":"Exists"}]`))
+	e.eventually(15*time.Second, func() string {
+		for _, tol := range e.waitDS(svc).Spec.Template.Spec.Tolerations {
+			if tol.Key == "a" {
+				return ""
+			}
+		}
+		return "toleration a not in the daemonset yet"
+	})
 }
