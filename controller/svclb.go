@@ -231,18 +231,19 @@ func (r *Reconciler) gcServiceLB(ctx context.Context) error {
 	}
 	r.metrics.svclbDaemonSets.Set(float64(len(list.Items)))
 	var firstErr error
-	uidOf := func(nn types.NamespacedName) types.UID {
+	uidOf := func(nn types.NamespacedName) (types.UID, bool) {
 		var svc corev1.Service
-		if err := r.reader.Get(ctx, nn, &svc); err != nil {
-			if !apierrors.IsNotFound(err) && firstErr == nil {
-				firstErr = fmt.Errorf("service %s: %w", nn, err)
+		err := r.reader.Get(ctx, nn, &svc)
+		switch {
+		case apierrors.IsNotFound(err):
+			return "", true
+		case err != nil:
+			if firstErr == nil {
+				firstErr = fmt.Errorf("service %s: reading it to sweep its svclb daemonsets: %w", nn, err)
 			}
-			if apierrors.IsNotFound(err) {
-				return ""
-			}
-			return "unknown" // never deleted on a failed read
+			return "", false // never deleted on a failed read
 		}
-		return svc.UID
+		return svc.UID, true
 	}
 	for _, ds := range orphanDaemonSets(list.Items, uidOf) {
 		nn, _, _ := daemonSetService(ds.Labels)

@@ -234,14 +234,20 @@ func staleDaemonSets(dss []appsv1.DaemonSet, want *appsv1.DaemonSet) []*appsv1.D
 }
 
 // orphanDaemonSets are Herald DaemonSets no Service can claim: labels that
-// name no Service, or a Service that does not exist with that UID (exists
-// reports the UID of the Service of that name, "" when there is none). The
-// others belong to a live Service, whose own sync keeps or deletes them.
-func orphanDaemonSets(dss []appsv1.DaemonSet, uidOf func(types.NamespacedName) types.UID) []*appsv1.DaemonSet {
+// name no Service, or a Service that does not exist with that UID. uidOf
+// reports the UID of the Service of that name ("" when there is none), and
+// known false when it could not tell (a failed read): such a DaemonSet is
+// kept. The others belong to a live Service, whose own sync keeps or deletes
+// them.
+func orphanDaemonSets(dss []appsv1.DaemonSet, uidOf func(types.NamespacedName) (uid types.UID, known bool)) []*appsv1.DaemonSet {
 	var out []*appsv1.DaemonSet
 	for i := range dss {
 		nn, uid, ok := daemonSetService(dss[i].Labels)
-		if !ok || uidOf(nn) != uid {
+		if !ok {
+			out = append(out, &dss[i])
+			continue
+		}
+		if have, known := uidOf(nn); known && have != uid {
 			out = append(out, &dss[i])
 		}
 	}

@@ -232,7 +232,13 @@ func names(dss []*appsv1.DaemonSet) string {
 
 func TestOrphanDaemonSets(t *testing.T) {
 	live := map[types.NamespacedName]types.UID{{Namespace: "app", Name: "web"}: "uid-web"}
-	uidOf := func(nn types.NamespacedName) types.UID { return live[nn] }
+	unknown := types.NamespacedName{Namespace: "app", Name: "unreadable"}
+	uidOf := func(nn types.NamespacedName) (types.UID, bool) {
+		if nn == unknown {
+			return "", false
+		}
+		return live[nn], true
+	}
 	for _, tc := range []struct {
 		name string
 		dss  []appsv1.DaemonSet
@@ -243,6 +249,7 @@ func TestOrphanDaemonSets(t *testing.T) {
 		{"recreated service (other UID)", []appsv1.DaemonSet{ds("svclb-web-old", "app", "web", "uid-old"), ds("svclb-web-uid", "app", "web", "uid-web")}, "svclb-web-old"},
 		{"same name in another namespace", []appsv1.DaemonSet{ds("svclb-web-x", "other", "web", "uid-web")}, "svclb-web-x"},
 		{"labels name no service", []appsv1.DaemonSet{ds("svclb-a", "", "web", "uid-web"), ds("svclb-b", "app", "", "uid-web"), ds("svclb-c", "app", "web", "")}, "svclb-a,svclb-b,svclb-c"},
+		{"service unreadable: kept", []appsv1.DaemonSet{ds("svclb-unreadable-uid", "app", "unreadable", "uid-x")}, ""},
 		{"none", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
