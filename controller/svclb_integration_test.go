@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -155,6 +156,17 @@ func (e *env) setPodConditions(name string, mut func(*corev1.Pod)) {
 	}
 }
 
+// waitGauge waits until herald_svclb_daemonsets of the replica is n.
+func (e *env) waitGauge(h *controllerHandle, n int) {
+	e.t.Helper()
+	e.eventually(15*time.Second, func() string {
+		if got := int(testutil.ToFloat64(h.r.metrics.svclbDaemonSets)); got != n {
+			return fmt.Sprintf("herald_svclb_daemonsets = %d, want %d", got, n)
+		}
+		return ""
+	})
+}
+
 // daemonSetWrites is how many DaemonSet writes of any kind the replica made.
 func (h *controllerHandle) daemonSetWrites() int {
 	return h.writes("svclb-daemonset-create") + h.writes("svclb-daemonset-update") + h.writes("svclb-daemonset-delete")
@@ -173,6 +185,7 @@ func TestSvclbDaemonSetLifecycle(t *testing.T) {
 
 	svc := e.svc("web")
 	ds := e.waitDS(svc)
+	e.waitGauge(h, 1)
 	for k, v := range map[string]string{
 		daemonset.LabelManagedBy: "herald", daemonset.LabelComponent: "svclb",
 		daemonset.LabelServiceName: "web", daemonset.LabelServiceNamespace: e.app, daemonset.LabelServiceUID: string(svc.UID),
@@ -256,8 +269,10 @@ func TestSvclbDaemonSetLifecycle(t *testing.T) {
 	// Deleted.
 	db := e.svc("db")
 	e.waitDS(db)
+	e.waitGauge(h, 1)
 	e.deleteSvc("db")
 	e.waitNoDS("db")
+	e.waitGauge(h, 0)
 }
 
 // TestSvclbStatusFollowsNodes: the status lists exactly the addresses of the
