@@ -146,6 +146,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err == nil {
 		p.svclb = res
 		err = r.apply(ctx, svc, p)
+		if err == nil && res != nil && res.writeErr != nil {
+			err = res.writeErr // retried with backoff
+		}
 	}
 	r.log.Debug("synced", "service", req.NamespacedName, "failure", p.failure, "clear", p.clear, "error", err)
 	if apierrors.IsConflict(err) {

@@ -40,6 +40,9 @@ const (
 	// EventServiceLBInvalid (Warning): the Service's DaemonSet cannot be
 	// built (a bad annotation, a port the forwarder cannot serve, ...).
 	EventServiceLBInvalid = "ServiceLBInvalid"
+	// EventServiceLBWriteFailed (Warning): the Service's DaemonSet cannot be
+	// created or updated (the ServiceLB namespace is missing, RBAC, ...).
+	EventServiceLBWriteFailed = "ServiceLBWriteFailed"
 )
 
 // gcKey is the workqueue item for "sweep orphaned DaemonSets". Every Service
@@ -59,6 +62,10 @@ type svclbResult struct {
 	serving serving
 	// problems keep the DaemonSet from being built (what exists is kept).
 	problems []daemonset.Problem
+	// writeErr: the DaemonSet could not be created or updated (e.g. the
+	// ServiceLB namespace does not exist). The sync fails and is retried
+	// after the status says so.
+	writeErr error
 }
 
 // syncServiceLB makes the Service's DaemonSets what the plan wants: its
@@ -96,7 +103,12 @@ func (r *Reconciler) syncServiceLB(ctx context.Context, nn types.NamespacedName,
 	res.problems = problems
 	if want != nil {
 		if err := r.ensureDaemonSet(ctx, nn, existing, want); err != nil {
-			return nil, err
+			if apierrors.IsConflict(err) {
+				return nil, err
+			}
+			// The status still tells who serves (and why the DaemonSet
+			// is not what it should be); the sync is retried.
+			res.writeErr = err
 		}
 		if err := r.deleteDaemonSets(ctx, nn, staleDaemonSets(existing, want)); err != nil {
 			return nil, err
@@ -346,6 +358,9 @@ func svclbCondition(res *svclbResult) string {
 	}
 	if len(res.problems) > 0 {
 		fmt.Fprintf(&b, "; its svclb DaemonSet cannot be built: %s", problemsString(res.problems))
+	}
+	if res.writeErr != nil {
+		fmt.Fprintf(&b, "; its svclb DaemonSet cannot be written: %v", res.writeErr)
 	}
 	return b.String()
 }

@@ -564,3 +564,42 @@ func TestSvclbInvalidKeepsDaemonSet(t *testing.T) {
 		return "toleration a not in the daemonset yet"
 	})
 }
+
+// TestSvclbNamespaceMissing: a ServiceLB namespace that does not exist is a
+// Warning event and the condition says so; once it exists, the retried sync
+// creates the DaemonSet.
+func TestSvclbNamespaceMissing(t *testing.T) {
+	e := newEnv(t)
+	e.nodePool("nodes")
+	e.node("n1", "InternalIP=10.0.7.1")
+	lbns := e.ns + "-svclb"
+	h := e.startController(withSvclb, func(o *Options) { o.SvclbNamespace = lbns })
+	svc := e.svc("web")
+	e.waitEvent(e.app, "web", EventServiceLBWriteFailed, "not found")
+	e.eventually(15*time.Second, func() string {
+		if c := svcstatus.Condition(e.get("web")); c == nil || !strings.Contains(c.Message, "its svclb DaemonSet cannot be written") {
+			return fmt.Sprintf("condition %+v does not say the DaemonSet cannot be written", c)
+		}
+		return ""
+	})
+	// The failed sync is retried (with backoff) though nothing changes.
+	before := e.syncs(h, "web")
+	e.eventually(15*time.Second, func() string {
+		if n := e.syncs(h, "web"); n < before+5 {
+			return fmt.Sprintf("web synced %d times since, want 5 retries", n-before)
+		}
+		return ""
+	})
+	if err := e.c.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lbns}}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(30*time.Second, func() string {
+		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: lbns, Name: daemonset.Name(svc)}, &appsv1.DaemonSet{}); err != nil {
+			return err.Error()
+		}
+		if c := svcstatus.Condition(e.get("web")); c == nil || strings.Contains(c.Message, "cannot be written") {
+			return fmt.Sprintf("condition %+v still says the DaemonSet cannot be written", c)
+		}
+		return ""
+	})
+}

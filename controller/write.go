@@ -208,6 +208,10 @@ func (r *Reconciler) svclbEvents(svc *corev1.Service, p plan, oldCond, cond *met
 		r.recorder.Eventf(svc, nil, typ, reason, "Serve", "no node serves the Service yet: %s", sv.why)
 		r.log.Info("no svclb node serves the service", "service", nn, "why", sv.why)
 	}
+	if err := p.svclb.writeErr; err != nil && (oldCond == nil || !strings.Contains(oldCond.Message, err.Error())) {
+		r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, EventServiceLBWriteFailed, "Serve",
+			"cannot write the svclb DaemonSet: %v", err)
+	}
 	if len(p.svclb.problems) > 0 {
 		ps := problemsString(p.svclb.problems)
 		if oldCond == nil || !strings.Contains(oldCond.Message, ps) {
