@@ -224,6 +224,23 @@ func TestSvclbDaemonSetLifecycle(t *testing.T) {
 		t.Error("the drift was fixed without an update counted")
 	}
 
+	// Herald's labels removed: the DaemonSet leaves the controller's cache;
+	// the controller finds it by name and puts the labels back.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := e.waitDS(svc)
+		delete(cur.Labels, daemonset.LabelManagedBy)
+		return e.c.Update(e.ctx, cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(15*time.Second, func() string {
+		if v := e.waitDS(svc).Labels[daemonset.LabelManagedBy]; v != daemonset.ManagedBy {
+			return fmt.Sprintf("label %s = %q", daemonset.LabelManagedBy, v)
+		}
+		return ""
+	})
+
 	// ClusterIP: the DaemonSet goes; LoadBalancer again: it comes back.
 	e.updateSvc("web", func(s *corev1.Service) {
 		s.Spec.Type = corev1.ServiceTypeClusterIP
