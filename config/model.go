@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -108,6 +109,9 @@ func (p *Pool) Contains(a netip.Addr) bool {
 // NodeAddressSource describes a pool made of node addresses.
 type NodeAddressSource struct {
 	Selector labels.Selector
+	// NodeSelector is the pool's spec.nodeAddresses.nodeSelector as written
+	// (a copy; nil: every node), for the svclb DaemonSet's node affinity.
+	NodeSelector *metav1.LabelSelector
 	// AddressType is v1beta1.NodeExternalIP or v1beta1.NodeInternalIP.
 	AddressType string
 }

@@ -93,6 +93,7 @@ func parseNodeAddresses(na *v1beta1.NodeAddresses, r *reporter) *NodeAddressSour
 			r.errorf("spec.nodeAddresses.nodeSelector", "invalid label selector: %v", err)
 		} else {
 			src.Selector = s
+			src.NodeSelector = na.NodeSelector.DeepCopy()
 		}
 	}
 	switch na.AddressType {

@@ -68,7 +68,9 @@ type Reconciler struct {
 	log       *slog.Logger
 	namespace string
 	onlyClass bool
-	metrics   *metrics
+	// svclb are the settings of the ServiceLB DaemonSets.
+	svclb   svclbOptions
+	metrics *metrics
 	// onSynced, when set (tests), is called after each Service sync.
 	onSynced func(types.NamespacedName)
 	// secretChecked is set once the memberlist Secret is known to exist.
@@ -113,8 +115,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.ensureStarted(ctx); err != nil {
 		return reconcile.Result{}, fmt.Errorf("restoring assignments: %w", err)
 	}
-	if req == configKey {
+	switch req {
+	case configKey:
 		return reconcile.Result{}, r.syncConfig(ctx)
+	case gcKey:
+		return reconcile.Result{}, r.gcServiceLB(ctx)
 	}
 	t0 := time.Now()
 	defer func() {
@@ -131,12 +136,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.mu.Lock()
 		r.forget(req.NamespacedName)
 		r.mu.Unlock()
-		return reconcile.Result{}, nil
+		_, err := r.syncServiceLB(ctx, req.NamespacedName, nil, nil)
+		return reconcile.Result{}, err
 	}
 	r.mu.Lock()
 	p := r.plan(ctx, svc)
 	r.mu.Unlock()
-	err := r.apply(ctx, svc, p)
+	res, err := r.syncServiceLB(ctx, req.NamespacedName, svc, &p)
+	if err == nil {
+		p.svclb = res
+		err = r.apply(ctx, svc, p)
+		if err == nil && res != nil && res.writeErr != nil {
+			err = res.writeErr // retried with backoff
+		}
+	}
 	r.log.Debug("synced", "service", req.NamespacedName, "failure", p.failure, "clear", p.clear, "error", err)
 	if apierrors.IsConflict(err) {
 		// The cache was behind the object: sync again from a newer copy
@@ -216,7 +229,18 @@ func (r *Reconciler) ensureStarted(ctx context.Context) error {
 		r.enqueueConfig()
 	}
 	r.enqueue(keys...)
+	r.enqueueGC()
 	return nil
+}
+
+// enqueueGC asks for a sweep of orphaned svclb DaemonSets.
+func (r *Reconciler) enqueueGC() {
+	r.queueMu.Lock()
+	q := r.queue
+	r.queueMu.Unlock()
+	if q != nil {
+		q.Add(gcKey)
+	}
 }
 
 func (r *Reconciler) enqueueConfig() {
@@ -259,6 +283,10 @@ func (r *Reconciler) restoreAll(ctx context.Context, svcs []*corev1.Service) (re
 func (r *Reconciler) restore(ctx context.Context, svc *corev1.Service) (bool, error) {
 	addrs := svcstatus.Addrs(svc)
 	pool := svcstatus.NodePool(svc)
+	if p := r.cfg.Pool(pool); p != nil && p.NodeAddresses != nil {
+		// The addresses in status are the serving nodes' own.
+		addrs = nil
+	}
 	if len(addrs) == 0 {
 		if p := r.cfg.Pool(pool); p == nil || p.NodeAddresses == nil {
 			return false, nil // nothing to restore: only node-address pools hold no address
@@ -345,6 +373,9 @@ type plan struct {
 	// failure explains why the Service could not get what it asked for
 	// (asg then holds what it keeps, if anything).
 	failure error
+	// svclb is who serves a Service placed in a node-address pool (set
+	// after planning, from the caches, outside mu).
+	svclb *svclbResult
 }
 
 // plan decides what one Service should have and updates the allocator. It

@@ -18,6 +18,8 @@ type metrics struct {
 	services     prometheus.Gauge
 	waiting      *prometheus.GaugeVec
 	writes       *prometheus.CounterVec
+	// svclbDaemonSets counts Herald's DaemonSets in the ServiceLB namespace.
+	svclbDaemonSets prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -53,10 +55,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herald_controller_writes_total",
-			Help: "Writes the controller made to the API server, by what was written (service-status, service-annotation, config-status, pool-counters).",
+			Help: "Writes the controller made to the API server, by what was written (service-status, service-annotation, config-status, pool-counters, svclb-daemonset-create, svclb-daemonset-update, svclb-daemonset-delete).",
 		}, []string{"object"}),
+		svclbDaemonSets: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "herald_svclb_daemonsets",
+			Help: "Herald's svclb DaemonSets in the ServiceLB namespace (one per Service placed in a node-address pool).",
+		}),
 	}
-	reg.MustRegister(m.inUse, m.total, m.syncDuration, m.errors, m.configProbs, m.services, m.waiting, m.writes)
+	reg.MustRegister(m.inUse, m.total, m.syncDuration, m.errors, m.configProbs, m.services, m.waiting, m.writes, m.svclbDaemonSets)
 	return m
 }
 

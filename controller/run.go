@@ -8,7 +8,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -46,6 +48,16 @@ type Options struct {
 	LeaderElectionID string
 	// MemberlistSecret names the speakers' gossip key Secret.
 	MemberlistSecret string
+	// SvclbNamespace is the ServiceLB namespace, where the DaemonSets of
+	// Services placed in node-address pools live ("": Namespace).
+	SvclbNamespace string
+	// SvclbImage is the image the svclb pods run (Herald's own, `herald
+	// svclb`). Without it, a Service in a node-address pool gets a Warning
+	// event and no DaemonSet.
+	SvclbImage string
+	// SvclbImagePullPolicy is the svclb containers' pull policy ("": the
+	// API server's default).
+	SvclbImagePullPolicy corev1.PullPolicy
 	// MetricsAddr and ProbeAddr are listen addresses ("0" disables).
 	MetricsAddr, ProbeAddr string
 	// Workers is how many Services are synced in parallel: allocation is
@@ -126,10 +138,33 @@ func ManagerOptions(o Options) ctrl.Options {
 		Cache:                         cache.Options{ByObject: map[client.Object]cache.ByObject{}},
 	}
 	configobjs.CacheInNamespace(mo.Cache.ByObject, o.Namespace)
+	// Only Herald's own DaemonSets and pods, in the ServiceLB namespace: not
+	// every pod of the cluster.
+	svclbCache := cache.ByObject{
+		Namespaces: map[string]cache.Config{o.svclbNamespace(): {}},
+		Label:      svclbSelector(),
+	}
+	mo.Cache.ByObject[&appsv1.DaemonSet{}] = svclbCache
+	mo.Cache.ByObject[&corev1.Pod{}] = svclbCache
 	if o.Logger != nil {
 		mo.Logger = logr.FromSlogHandler(o.Logger.Handler())
 	}
 	return mo
+}
+
+// svclbNamespace is the ServiceLB namespace (default: the install namespace).
+func (o Options) svclbNamespace() string {
+	if o.SvclbNamespace != "" {
+		return o.SvclbNamespace
+	}
+	return o.Namespace
+}
+
+// svclbOptions are the settings of the ServiceLB DaemonSets.
+type svclbOptions struct {
+	Namespace       string
+	Image           string
+	ImagePullPolicy corev1.PullPolicy
 }
 
 // Run runs the controller until ctx is cancelled.
@@ -152,7 +187,8 @@ func Run(ctx context.Context, restCfg *rest.Config, o Options) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	log.Info("starting controller", "namespace", o.Namespace, "onlyClass", o.OnlyClass, "leaderElection", o.LeaderElection)
+	log.Info("starting controller", "namespace", o.Namespace, "onlyClass", o.OnlyClass, "leaderElection", o.LeaderElection,
+		"svclbNamespace", o.svclbNamespace(), "svclbImage", o.SvclbImage)
 	return mgr.Start(ctx)
 }
 
@@ -178,6 +214,7 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 		log:        log,
 		namespace:  o.Namespace,
 		onlyClass:  o.OnlyClass,
+		svclb:      svclbOptions{Namespace: o.svclbNamespace(), Image: o.SvclbImage, ImagePullPolicy: o.SvclbImagePullPolicy},
 		metrics:    newMetrics(o.Registerer),
 		alloc:      ipam.New(),
 		pending:    map[types.NamespacedName]waiting{},
@@ -194,6 +231,13 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 		Named("service").
 		For(&corev1.Service{}).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.servicesInNamespace)).
+		// ServiceLB: Herald's DaemonSets and pods (cached only in the
+		// ServiceLB namespace with Herald's labels), the nodes, and the
+		// endpoints of Local Services, each mapped to the Services it affects.
+		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(r.svclbServiceOf)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.svclbServiceOf)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeAddressServices), builder.WithPredicates(nodeChanged)).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.localServiceOf)).
 		Watches(&v1beta1.IPAddressPool{}, toConfig, specOrLabels).
 		Watches(&v1beta1.L2Advertisement{}, toConfig, specOrLabels).
 		Watches(&v1beta1.BGPAdvertisement{}, toConfig, specOrLabels).

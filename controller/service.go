@@ -49,14 +49,20 @@ func specView(svc *corev1.Service, nsLabels map[string]string) ipam.Service {
 	return v
 }
 
-// wantedIngress is the status.loadBalancer.ingress for an assignment.
+// wantedIngress is the status.loadBalancer.ingress for an assignment (none
+// for a node-address pool: those come from the nodes, addrsIngress).
 func wantedIngress(a ipam.Assignment) []corev1.LoadBalancerIngress {
-	if len(a.Addrs) == 0 {
+	return addrsIngress(a.Addrs)
+}
+
+// addrsIngress is the status.loadBalancer.ingress listing addrs.
+func addrsIngress(addrs []netip.Addr) []corev1.LoadBalancerIngress {
+	if len(addrs) == 0 {
 		return nil
 	}
 	vip := corev1.LoadBalancerIPModeVIP
-	out := make([]corev1.LoadBalancerIngress, len(a.Addrs))
-	for i, ad := range a.Addrs {
+	out := make([]corev1.LoadBalancerIngress, len(addrs))
+	for i, ad := range addrs {
 		out[i] = corev1.LoadBalancerIngress{IP: ad.String(), IPMode: &vip}
 	}
 	return out

@@ -3,7 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +43,9 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, p plan) err
 	}
 	cond := wantCondition(svc, p)
 	ingress := wantedIngress(p.asg)
+	if p.asg.NodeAddresses && p.svclb != nil {
+		ingress = addrsIngress(p.svclb.serving.addrs)
+	}
 	if p.clear {
 		ingress = nil
 	}
@@ -62,10 +67,13 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, p plan) err
 
 	newAddrs := svcstatus.Addrs(svc)
 	switch {
-	case p.asg.NodeAddresses && (oldCond == nil || oldCond.Reason != svcstatus.ReasonNodeAddressPool) && p.failure == nil:
-		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventNodeAddresses, "Allocate",
-			"placed in node-address pool %q; its addresses are the nodes' own", p.asg.Pool)
-		r.log.Info("assigned", "service", nn, "pool", p.asg.Pool, "nodeAddresses", true)
+	case p.asg.NodeAddresses && !p.clear:
+		if (oldCond == nil || oldCond.Reason != svcstatus.ReasonNodeAddressPool) && p.failure == nil {
+			r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventNodeAddresses, "Allocate",
+				"placed in node-address pool %q; its addresses are the nodes' own", p.asg.Pool)
+			r.log.Info("assigned", "service", nn, "pool", p.asg.Pool, "nodeAddresses", true)
+		}
+		r.svclbEvents(svc, p, oldCond, &cond, oldAddrs, newAddrs)
 	case len(newAddrs) > 0 && !slices.Equal(oldAddrs, newAddrs):
 		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventAllocated, "Allocate",
 			"assigned %s from pool %q", addrsString(newAddrs), p.asg.Pool)
@@ -151,6 +159,9 @@ func wantCondition(svc *corev1.Service, p plan) metav1.Condition {
 	case p.clear:
 	case p.asg.NodeAddresses:
 		held = fmt.Sprintf("node-address pool %q", p.asg.Pool)
+		if s := svclbCondition(p.svclb); s != "" {
+			held += "; " + s
+		}
 	default:
 		held = fmt.Sprintf("%s from pool %q", addrsString(p.asg.Addrs), p.asg.Pool)
 	}
@@ -171,4 +182,42 @@ func wantCondition(svc *corev1.Service, p plan) metav1.Condition {
 func conditionEqual(old, c *metav1.Condition) bool {
 	return old != nil && old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message &&
 		old.ObservedGeneration == c.ObservedGeneration
+}
+
+// svclbEvents tell the operator, once per change, which nodes serve a
+// Service placed in a node-address pool, why none does, and why its
+// DaemonSet cannot be built. A sync that changes nothing (a resync, a
+// restart) says nothing: the condition message carries what was said.
+func (r *Reconciler) svclbEvents(svc *corev1.Service, p plan, oldCond, cond *metav1.Condition, oldAddrs, newAddrs []netip.Addr) {
+	if p.svclb == nil {
+		return
+	}
+	nn := client.ObjectKeyFromObject(svc)
+	said := oldCond != nil && oldCond.Message == cond.Message
+	sv := p.svclb.serving
+	switch {
+	case len(sv.nodes) > 0 && !slices.Equal(oldAddrs, newAddrs):
+		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventServiceLBNodes, "Serve",
+			"served by nodes %s at %s", strings.Join(sv.nodes, ", "), addrsString(newAddrs))
+		r.log.Info("svclb nodes changed", "service", nn, "nodes", sv.nodes, "addresses", newAddrs)
+	case len(sv.nodes) == 0 && !said:
+		typ, reason := corev1.EventTypeNormal, EventServiceLBPending
+		if sv.warning {
+			typ, reason = corev1.EventTypeWarning, EventServiceLBNoNodes
+		}
+		r.recorder.Eventf(svc, nil, typ, reason, "Serve", "no node serves the Service yet: %s", sv.why)
+		r.log.Info("no svclb node serves the service", "service", nn, "why", sv.why)
+	}
+	if err := p.svclb.writeErr; err != nil && (oldCond == nil || !strings.Contains(oldCond.Message, err.Error())) {
+		r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, EventServiceLBWriteFailed, "Serve",
+			"cannot write the svclb DaemonSet: %v", err)
+	}
+	if len(p.svclb.problems) > 0 {
+		ps := problemsString(p.svclb.problems)
+		if oldCond == nil || !strings.Contains(oldCond.Message, ps) {
+			r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, EventServiceLBInvalid, "Serve",
+				"cannot build the svclb DaemonSet (what exists is kept): %s", ps)
+			r.log.Warn("cannot build svclb daemonset", "service", nn, "problems", ps)
+		}
+	}
 }

@@ -41,7 +41,7 @@ func BuildInputs(s Snapshot) plan.Inputs {
 			continue
 		}
 		addrs := svcstatus.Addrs(svc)
-		if len(addrs) == 0 {
+		if len(addrs) == 0 || inNodePool(s.Config, svc) {
 			continue
 		}
 		key := svc.Namespace + "/" + svc.Name
@@ -56,6 +56,18 @@ func BuildInputs(s Snapshot) plan.Inputs {
 		in.Nodes = append(in.Nodes, NodeInput(&s.Nodes[i]))
 	}
 	return in
+}
+
+// inNodePool reports whether the Service is placed in a node-address pool:
+// the addresses in its status are then the serving nodes' own (ServiceLB),
+// which no speaker announces, even when a node's address lies in an address
+// pool's range.
+func inNodePool(cfg *config.Config, svc *corev1.Service) bool {
+	if cfg == nil {
+		return false
+	}
+	p := cfg.Pool(svcstatus.NodePool(svc))
+	return p != nil && p.NodeAddresses != nil
 }
 
 // NodeInput is what the planner needs of a Node.

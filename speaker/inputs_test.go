@@ -8,8 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
+	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/speaker/plan"
 	"github.com/herald-lb/herald/svcstatus"
 )
@@ -152,6 +154,24 @@ func TestBuildInputs(t *testing.T) {
 	got = BuildInputs(snap)
 	if len(got.Services) != 1 || got.Services[0].Key != "a/loc" {
 		t.Errorf("onlyClass: got %+v, want only a/loc", got.Services)
+	}
+}
+
+// A Service placed in a node-address pool lists the nodes' own addresses in
+// its status: never an input, even when a node address lies in a pool range.
+func TestBuildInputsSkipsNodeAddressServices(t *testing.T) {
+	lb, cl := corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyCluster
+	cfg := &config.Config{Pools: []*config.Pool{
+		{Name: "addrs", Ranges: []config.Range{{First: netip.MustParseAddr("10.0.0.0"), Last: netip.MustParseAddr("10.0.0.255")}}},
+		{Name: "nodes", NodeAddresses: &config.NodeAddressSource{Selector: labels.Everything(), AddressType: "InternalIP"}},
+	}}
+	svclb := lbService("a", "svclb", nil, lb, cl, "10.0.0.7")
+	svclb.Annotations = map[string]string{svcstatus.AnnotationPool: "nodes"}
+	old := lbService("a", "old", nil, lb, cl, "10.0.0.8")
+	old.Annotations = map[string]string{svcstatus.AnnotationPool: "addrs"} // an older version's annotation
+	got := BuildInputs(Snapshot{Config: cfg, Services: []corev1.Service{svclb, old}})
+	if len(got.Services) != 1 || got.Services[0].Key != "a/old" {
+		t.Fatalf("services %+v, want only a/old", got.Services)
 	}
 }
 

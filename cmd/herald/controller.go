@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -30,6 +31,9 @@ func runController(args []string, _, stderr io.Writer) int {
 		ns = env
 	}
 	fs.StringVar(&o.Namespace, "namespace", ns, "install namespace (configuration, memberlist Secret, leader Lease)")
+	fs.StringVar(&o.SvclbNamespace, "svclb-namespace", "", "ServiceLB namespace: the DaemonSets of Services in node-address pools (default: --namespace)")
+	fs.StringVar(&o.SvclbImage, "svclb-image", os.Getenv("HERALD_IMAGE"), "image of the svclb pods, Herald's own (default: $HERALD_IMAGE)")
+	pullPolicy := fs.String("svclb-image-pull-policy", "", "pull policy of the svclb containers: Always, IfNotPresent or Never (default: the API server's)")
 	fs.BoolVar(&o.OnlyClass, "only-class", false, "serve only Services with spec.loadBalancerClass "+svcstatus.ClassName)
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active replica through a Lease")
 	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", o.MemberlistSecret, "name of the speakers' gossip key Secret")
@@ -44,6 +48,16 @@ func runController(args []string, _, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "herald controller:", err)
 		return 2
+	}
+	switch p := corev1.PullPolicy(*pullPolicy); p {
+	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		o.SvclbImagePullPolicy = p
+	default:
+		fmt.Fprintf(stderr, "herald controller: --svclb-image-pull-policy=%q: not Always, IfNotPresent or Never\n", p)
+		return 2
+	}
+	if o.SvclbImage == "" {
+		log.Warn("no --svclb-image (or HERALD_IMAGE): Services placed in node-address pools get no DaemonSet")
 	}
 	o.Logger = log
 	cfg, err := restConfig(*kubeconfig)

@@ -20,6 +20,8 @@ func TestRun(t *testing.T) {
 		{[]string{"speaker"}, 2, "", "herald speaker: --node-name (or NODE_NAME) is required"},
 		{[]string{"svclb", "-h"}, 0, "", "DEST_IPS"},
 		{[]string{"svclb", "extra"}, 2, "", `herald svclb: unexpected arguments: ["extra"]`},
+		{[]string{"controller", "--svclb-image-pull-policy=Sometimes"}, 2, "", `--svclb-image-pull-policy="Sometimes": not Always, IfNotPresent or Never`},
+		{[]string{"controller", "-h"}, 2, "", "image of the svclb pods, Herald's own (default: $HERALD_IMAGE)"},
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer

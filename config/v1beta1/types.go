@@ -74,8 +74,9 @@ type NodeAddresses struct {
 	// +optional
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 
-	// AddressType is the node address to use: ExternalIP (falling back to
-	// InternalIP for nodes that have none) or InternalIP.
+	// AddressType is the node address a Service's status lists: ExternalIP
+	// (the serving nodes' ExternalIPs when any of them has one of the
+	// Service's families, otherwise their InternalIPs) or InternalIP.
 	// +optional
 	// +kubebuilder:validation:Enum=ExternalIP;InternalIP
 	// +kubebuilder:default:=ExternalIP

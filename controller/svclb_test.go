@@ -1,0 +1,57 @@
+package controller
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/svclb/daemonset"
+)
+
+// The controller caches DaemonSets and pods only in the ServiceLB namespace
+// and only with Herald's labels, never every pod of the cluster.
+func TestManagerOptionsCacheOnlySvclbObjects(t *testing.T) {
+	for _, tc := range []struct{ install, svclb, want string }{
+		{"herald-system", "", "herald-system"},
+		{"herald-system", "svclb", "svclb"},
+	} {
+		o := DefaultOptions()
+		o.Namespace, o.SvclbNamespace = tc.install, tc.svclb
+		mo := ManagerOptions(o)
+		for _, obj := range []client.Object{&appsv1.DaemonSet{}, &corev1.Pod{}} {
+			var found bool
+			for k, by := range mo.Cache.ByObject {
+				if !sameType(k, obj) {
+					continue
+				}
+				found = true
+				if _, ok := by.Namespaces[tc.want]; !ok || len(by.Namespaces) != 1 {
+					t.Errorf("%T cached in %v, want only %s", obj, by.Namespaces, tc.want)
+				}
+				ours := labels.Set{daemonset.LabelManagedBy: daemonset.ManagedBy, daemonset.LabelComponent: daemonset.Component, daemonset.LabelServiceUID: "x"}
+				other := labels.Set{"app": "web"}
+				if by.Label == nil || !by.Label.Matches(ours) || by.Label.Matches(other) {
+					t.Errorf("%T label selector %v: must select Herald's svclb objects only", obj, by.Label)
+				}
+			}
+			if !found {
+				t.Errorf("%T: no cache restriction", obj)
+			}
+		}
+	}
+}
+
+func sameType(a, b client.Object) bool {
+	switch a.(type) {
+	case *appsv1.DaemonSet:
+		_, ok := b.(*appsv1.DaemonSet)
+		return ok
+	case *corev1.Pod:
+		_, ok := b.(*corev1.Pod)
+		return ok
+	}
+	return false
+}

@@ -1,0 +1,255 @@
+package controller
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/svclb/daemonset"
+)
+
+// The pure half of ServiceLB status: which nodes serve a Service placed in a
+// node-address pool, at which addresses, and why none does. No client, no
+// clock; the reconciler feeds it what its caches hold.
+
+// servingInput is what the status of a node-address Service depends on.
+type servingInput struct {
+	svc *corev1.Service
+	// addressType is the pool's spec.nodeAddresses.addressType
+	// (v1beta1.NodeExternalIP or v1beta1.NodeInternalIP; "" is ExternalIP).
+	addressType string
+	// selected are the nodes that qualify for the Service's pod by the
+	// pool's selector and k3s's labels (daemonset.NodeSelection).
+	selected []string
+	// pods are the svclb pods of the Service (its UID label).
+	pods []corev1.Pod
+	// nodes are the cluster's nodes.
+	nodes []corev1.Node
+	// slices are the Service's EndpointSlices (read for Local only).
+	slices []discoveryv1.EndpointSlice
+}
+
+// serving is who serves a node-address Service.
+type serving struct {
+	// nodes serving the Service, sorted.
+	nodes []string
+	// addrs are the status addresses: the serving nodes' addresses of the
+	// chosen type, of the Service's families, ordered by ipFamilies, sorted
+	// within a family.
+	addrs []netip.Addr
+	// why no node serves it (empty when some node does).
+	why string
+	// warning: why is a problem for the operator (no node matches), not a
+	// wait (pods starting).
+	warning bool
+}
+
+// servingNodes decides which nodes serve the Service: those with a ready
+// svclb pod of this Service (Ready condition true, not being deleted) that
+// exist and are not cordoned, and for externalTrafficPolicy Local that also
+// have a ready endpoint of the Service.
+//
+// Addresses: with addressType InternalIP, the nodes' InternalIPs; otherwise
+// the nodes' ExternalIPs when any serving node has one of the Service's
+// families, else their InternalIPs.
+func servingNodes(in servingInput) serving {
+	svc := in.svc
+	nodes := map[string]*corev1.Node{}
+	for i := range in.nodes {
+		nodes[in.nodes[i].Name] = &in.nodes[i]
+	}
+	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	var withEndpoint map[string]bool
+	if local {
+		withEndpoint = readyEndpointNodes(in.slices)
+	}
+
+	var readyNodes, cordoned, serve []string
+	var pending []*corev1.Pod
+	for i := range in.pods {
+		p := &in.pods[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if p.Spec.NodeName == "" || !podReady(p) {
+			pending = append(pending, p)
+			continue
+		}
+		n := nodes[p.Spec.NodeName]
+		if n == nil {
+			continue
+		}
+		if n.Spec.Unschedulable {
+			cordoned = append(cordoned, n.Name)
+			continue
+		}
+		readyNodes = append(readyNodes, n.Name)
+		if local && !withEndpoint[n.Name] {
+			continue
+		}
+		serve = append(serve, n.Name)
+	}
+	sort.Strings(serve)
+	serve = slices.Compact(serve)
+
+	families := daemonset.ServiceFamilies(svc)
+	var out serving
+	if len(serve) > 0 {
+		want := corev1.NodeInternalIP
+		if in.addressType != v1beta1.NodeInternalIP && anyAddress(serve, nodes, corev1.NodeExternalIP, families) {
+			want = corev1.NodeExternalIP
+		}
+		var addrs []netip.Addr
+		for _, name := range serve {
+			addrs = append(addrs, nodeAddrs(nodes[name], want)...)
+		}
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		out.addrs = daemonset.FilterFamilies(slices.Compact(addrs), families)
+		if len(out.addrs) > 0 {
+			out.nodes = serve
+			return out
+		}
+		out.why = fmt.Sprintf("nodes %s have no %s of the Service's families %v", strings.Join(serve, ", "), want, families)
+		out.warning = true
+		return out
+	}
+
+	switch {
+	case len(in.selected) == 0:
+		out.why, out.warning = "no node matches the pool's node selector (and the k3s enablelb/lbpool labels)", true
+	case len(readyNodes) > 0 && local:
+		out.why = fmt.Sprintf("externalTrafficPolicy is Local and no node with a ready svclb pod (%s) has a ready endpoint of the Service", strings.Join(uniqueSorted(readyNodes), ", "))
+	case len(cordoned) > 0:
+		out.why = fmt.Sprintf("every node with a ready svclb pod is cordoned (%s)", strings.Join(uniqueSorted(cordoned), ", "))
+	case len(pending) > 0:
+		out.why = "every svclb pod is pending"
+		if msg := schedulerMessage(pending); msg != "" {
+			out.why += ": " + msg
+		}
+	default:
+		out.why = fmt.Sprintf("waiting for svclb pods on %d matching nodes", len(in.selected))
+	}
+	return out
+}
+
+// podReady: the pod's Ready condition is true.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// schedulerMessage is the scheduler's explanation on the first pending pod
+// (by name) that has one: its PodScheduled condition's message.
+func schedulerMessage(pods []*corev1.Pod) string {
+	sorted := slices.Clone(pods)
+	slices.SortFunc(sorted, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	for _, p := range sorted {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+				return c.Message
+			}
+		}
+	}
+	return ""
+}
+
+// readyEndpointNodes are the nodes with a ready endpoint in the slices (an
+// unset ready condition counts as ready, as the API documents).
+func readyEndpointNodes(slices []discoveryv1.EndpointSlice) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range slices {
+		for _, ep := range s.Endpoints {
+			if ep.NodeName == nil || (ep.Conditions.Ready != nil && !*ep.Conditions.Ready) {
+				continue
+			}
+			out[*ep.NodeName] = true
+		}
+	}
+	return out
+}
+
+func anyAddress(names []string, nodes map[string]*corev1.Node, t corev1.NodeAddressType, families []corev1.IPFamily) bool {
+	for _, n := range names {
+		if len(daemonset.FilterFamilies(nodeAddrs(nodes[n], t), families)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeAddrs are the node's addresses of one type (unparsable ones skipped).
+func nodeAddrs(n *corev1.Node, t corev1.NodeAddressType) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range n.Status.Addresses {
+		if a.Type != t {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Zone() == "" {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
+}
+
+func uniqueSorted(s []string) []string {
+	s = slices.Clone(s)
+	sort.Strings(s)
+	return slices.Compact(s)
+}
+
+// daemonSetService is the Service a Herald DaemonSet (or pod) was made for,
+// from its labels; ok is false when the labels do not name one.
+func daemonSetService(labels map[string]string) (nn types.NamespacedName, uid types.UID, ok bool) {
+	nn = types.NamespacedName{Namespace: labels[daemonset.LabelServiceNamespace], Name: labels[daemonset.LabelServiceName]}
+	uid = types.UID(labels[daemonset.LabelServiceUID])
+	return nn, uid, nn.Namespace != "" && nn.Name != "" && uid != ""
+}
+
+// staleDaemonSets are the DaemonSets, among those labelled for one Service,
+// that must go: every one when want is nil (the Service is gone or no longer
+// in a node-address pool), otherwise those that are not want (another name:
+// a recreated Service's predecessor, whose UID differs).
+func staleDaemonSets(dss []appsv1.DaemonSet, want *appsv1.DaemonSet) []*appsv1.DaemonSet {
+	var out []*appsv1.DaemonSet
+	for i := range dss {
+		ds := &dss[i]
+		if want != nil && ds.Name == want.Name && ds.Namespace == want.Namespace {
+			continue
+		}
+		out = append(out, ds)
+	}
+	return out
+}
+
+// orphanDaemonSets are Herald DaemonSets no Service can claim: labels that
+// name no Service, or a Service that does not exist with that UID. uidOf
+// reports the UID of the Service of that name ("" when there is none), and
+// known false when it could not tell (a failed read): such a DaemonSet is
+// kept. The others belong to a live Service, whose own sync keeps or deletes
+// them.
+func orphanDaemonSets(dss []appsv1.DaemonSet, uidOf func(types.NamespacedName) (uid types.UID, known bool)) []*appsv1.DaemonSet {
+	var out []*appsv1.DaemonSet
+	for i := range dss {
+		nn, uid, ok := daemonSetService(dss[i].Labels)
+		if !ok {
+			out = append(out, &dss[i])
+			continue
+		}
+		if have, known := uidOf(nn); known && have != uid {
+			out = append(out, &dss[i])
+		}
+	}
+	return out
+}
