@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 
 	"github.com/herald-lb/herald/nllb/internal/atomicfile"
 )
@@ -22,7 +23,8 @@ type persisted struct {
 }
 
 // SaveUpstreams writes the upstream set to path atomically (temporary file,
-// fsync, rename), mode 0600, and only when the file's content would change.
+// fsync, rename), mode 0600, and only when the file's content would change;
+// a missing directory is created.
 // An empty set is refused.
 func SaveUpstreams(path string, ups []netip.AddrPort) error {
 	norm, err := normalize(ups)
@@ -36,6 +38,9 @@ func SaveUpstreams(path string, ups []netip.AddrPort) error {
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return fmt.Errorf("save upstreams to %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("save upstreams: %w", err)
 	}
 	if _, err := atomicfile.WriteIfChanged(path, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("save upstreams: %w", err)

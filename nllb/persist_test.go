@@ -11,7 +11,7 @@ import (
 )
 
 func TestPersistRoundTrip(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "upstreams.json")
+	p := filepath.Join(t.TempDir(), "herald", "upstreams.json") // the directory is created
 	in := aps("10.0.0.3:6443", "10.0.0.1:6443", "[fd00::2]:6443", "10.0.0.1:6443")
 	if err := SaveUpstreams(p, in); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,8 @@ func TestRun(t *testing.T) {
 		{[]string{"speaker"}, 2, "", "herald speaker: --node-name (or NODE_NAME) is required"},
 		{[]string{"svclb", "-h"}, 0, "", "DEST_IPS"},
 		{[]string{"svclb", "extra"}, 2, "", `herald svclb: unexpected arguments: ["extra"]`},
+		{[]string{"nllb"}, 2, "", "herald nllb: the node's kubeconfig is required"},
+		{[]string{"nllb", "-h"}, 0, "", "bootstrap mode"},
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer
