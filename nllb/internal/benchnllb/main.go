@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/herald-lb/herald/internal/cputime"
 	"github.com/herald-lb/herald/nllb"
 	"github.com/herald-lb/herald/nllb/health"
 )
@@ -182,21 +183,24 @@ func bench(rounds int, bulkBytes int64, latDur time.Duration, msg int, haproxyBi
 	}
 	fmt.Printf("benchnllb: %d rounds; bulk %d MiB per run; latency runs of %v with %d-byte messages\n\n", rounds, bulkBytes>>20, latDur, msg)
 
-	type bulkResult struct{ mibs, cpuPerGiB []float64 }
+	type bulkResult struct{ mibs, cpuPerGiB, selfPerGiB []float64 }
 	bulk := make([]bulkResult, len(paths))
 	lat := map[[2]int][]time.Duration{} // [path, concurrency] -> samples
 	concs := []int{1, 64}
 	for r := range rounds {
 		for i, p := range paths {
-			cpu0 := procCPU(p.pid)
+			cpu0, self0 := procCPU(p.pid), cputime.Process()
 			mibs, err := runBulk(p.bulk, bulkBytes)
 			if err != nil {
 				return fmt.Errorf("round %d, %s bulk: %w", r+1, p.name, err)
 			}
-			cpu := procCPU(p.pid) - cpu0
+			cpu, self := procCPU(p.pid)-cpu0, cputime.Process()-self0
+			gib := float64(bulkBytes) / (1 << 30)
 			bulk[i].mibs = append(bulk[i].mibs, mibs)
-			bulk[i].cpuPerGiB = append(bulk[i].cpuPerGiB, cpu.Seconds()/(float64(bulkBytes)/(1<<30)))
-			fmt.Fprintf(os.Stderr, "round %d: %-20s bulk %8.0f MiB/s, proxy CPU %.2f s/GiB\n", r+1, p.name, mibs, bulk[i].cpuPerGiB[r])
+			bulk[i].cpuPerGiB = append(bulk[i].cpuPerGiB, cpu.Seconds()/gib)
+			bulk[i].selfPerGiB = append(bulk[i].selfPerGiB, self.Seconds()/gib)
+			fmt.Fprintf(os.Stderr, "round %d: %-20s bulk %8.0f MiB/s, proxy CPU %.2f s/GiB, client+server CPU %.2f s/GiB\n",
+				r+1, p.name, mibs, bulk[i].cpuPerGiB[r], bulk[i].selfPerGiB[r])
 		}
 		for _, c := range concs {
 			for i, p := range paths {
@@ -210,8 +214,8 @@ func bench(rounds int, bulkBytes int64, latDur time.Duration, msg int, haproxyBi
 		}
 	}
 
-	fmt.Printf("| path | bulk MiB/s (median) | of direct | proxy CPU s/GiB | 1 conn p50 / p99 µs | added p50 / p99 µs | 64 conns p50 / p99 µs | added p50 / p99 µs | round trips/s, 64 conns |\n")
-	fmt.Printf("|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| path | bulk MiB/s (median) | of direct | proxy CPU s/GiB | client+server CPU s/GiB | 1 conn p50 / p99 µs | added p50 / p99 µs | 64 conns p50 / p99 µs | added p50 / p99 µs | round trips/s, 64 conns |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|\n")
 	direct := median(bulk[0].mibs)
 	pct := func(i, c int, q float64) time.Duration { return percentile(lat[[2]int{i, c}], q) }
 	for i, p := range paths {
@@ -220,7 +224,7 @@ func bench(rounds int, bulkBytes int64, latDur time.Duration, msg int, haproxyBi
 		if p.pid != 0 {
 			cpu = fmt.Sprintf("%.2f", median(bulk[i].cpuPerGiB))
 		}
-		row := fmt.Sprintf("| %s | %.0f (%.0f–%.0f) | %.0f %% | %s ", p.name, m, slices.Min(bulk[i].mibs), slices.Max(bulk[i].mibs), 100*m/direct, cpu)
+		row := fmt.Sprintf("| %s | %.0f (%.0f–%.0f) | %.0f %% | %s | %.2f ", p.name, m, slices.Min(bulk[i].mibs), slices.Max(bulk[i].mibs), 100*m/direct, cpu, median(bulk[i].selfPerGiB))
 		for _, c := range concs {
 			p50, p99 := pct(i, c, 0.50), pct(i, c, 0.99)
 			row += fmt.Sprintf("| %s / %s ", us(p50), us(p99))
