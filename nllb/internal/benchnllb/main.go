@@ -185,7 +185,8 @@ func bench(rounds int, bulkBytes int64, latDur time.Duration, msg int, haproxyBi
 
 	type bulkResult struct{ mibs, cpuPerGiB, selfPerGiB []float64 }
 	bulk := make([]bulkResult, len(paths))
-	lat := map[[2]int][]time.Duration{} // [path, concurrency] -> samples
+	lat := map[[2]int][]time.Duration{}     // [path, concurrency] -> samples
+	byRound := map[[3]int][]time.Duration{} // [path, concurrency, round] -> samples
 	concs := []int{1, 64}
 	for r := range rounds {
 		for i, p := range paths {
@@ -209,34 +210,54 @@ func bench(rounds int, bulkBytes int64, latDur time.Duration, msg int, haproxyBi
 					return fmt.Errorf("round %d, %s latency with %d connections: %w", r+1, p.name, c, err)
 				}
 				lat[[2]int{i, c}] = append(lat[[2]int{i, c}], s...)
+				byRound[[3]int{i, c, r}] = s
 				fmt.Fprintf(os.Stderr, "round %d: %-20s %2d conns: %d round trips\n", r+1, p.name, c, len(s))
 			}
 		}
 	}
 
-	fmt.Printf("| path | bulk MiB/s (median) | of direct | proxy CPU s/GiB | client+server CPU s/GiB | 1 conn p50 / p99 µs | added p50 / p99 µs | 64 conns p50 / p99 µs | added p50 / p99 µs | round trips/s, 64 conns |\n")
-	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|\n")
-	direct := median(bulk[0].mibs)
-	pct := func(i, c int, q float64) time.Duration { return percentile(lat[[2]int{i, c}], q) }
+	fmt.Println("Bulk: one connection sending", bulkBytes>>20, "MiB to a sink that confirms the count.")
+	fmt.Println()
+	fmt.Println("| path | MiB/s, median (min–max) | of direct: ratio of medians; median of per-round ratios (range) | proxy CPU s/GiB | client+server CPU s/GiB |")
+	fmt.Println("|---|---|---|---|---|")
 	for i, p := range paths {
 		m := median(bulk[i].mibs)
-		cpu := "—"
-		if p.pid != 0 {
+		ratio, cpu := "", "—"
+		if i > 0 {
+			var rs []float64
+			for r := range bulk[i].mibs {
+				rs = append(rs, 100*bulk[i].mibs[r]/bulk[0].mibs[r])
+			}
+			ratio = fmt.Sprintf("%.0f %%; %.0f %% (%.0f–%.0f %%)", 100*m/median(bulk[0].mibs), median(rs), slices.Min(rs), slices.Max(rs))
 			cpu = fmt.Sprintf("%.2f", median(bulk[i].cpuPerGiB))
 		}
-		row := fmt.Sprintf("| %s | %.0f (%.0f–%.0f) | %.0f %% | %s | %.2f ", p.name, m, slices.Min(bulk[i].mibs), slices.Max(bulk[i].mibs), 100*m/direct, cpu, median(bulk[i].selfPerGiB))
-		for _, c := range concs {
-			p50, p99 := pct(i, c, 0.50), pct(i, c, 0.99)
-			row += fmt.Sprintf("| %s / %s ", us(p50), us(p99))
-			if i == 0 {
-				row += "| — "
-			} else {
-				row += fmt.Sprintf("| %s / %s ", us(p50-pct(0, c, 0.50)), us(p99-pct(0, c, 0.99)))
+		fmt.Printf("| %s | %.0f (%.0f–%.0f) | %s | %s | %.2f |\n", p.name, m, slices.Min(bulk[i].mibs), slices.Max(bulk[i].mibs), ratio, cpu, median(bulk[i].selfPerGiB))
+	}
+	fmt.Println()
+	fmt.Printf("Round trips: %d-byte request, %d-byte answer, back to back on each connection; percentiles over all rounds'\n", msg, msg)
+	fmt.Println("samples; added = path minus direct, pooled and as the median of the per-round differences.")
+	fmt.Println()
+	fmt.Println("| path | connections | p50 µs | p99 µs | added p50 / p99 µs, pooled | added p50 / p99 µs, median of rounds | round trips/s |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, c := range concs {
+		for i, p := range paths {
+			all := lat[[2]int{i, c}]
+			p50, p99 := percentile(all, 0.50), percentile(all, 0.99)
+			added, addedRounds := "—", "—"
+			if i > 0 {
+				d0 := lat[[2]int{0, c}]
+				added = fmt.Sprintf("%s / %s", us(p50-percentile(d0, 0.50)), us(p99-percentile(d0, 0.99)))
+				var d50, d99 []float64
+				for r := range rounds {
+					mine, dir := byRound[[3]int{i, c, r}], byRound[[3]int{0, c, r}]
+					d50 = append(d50, float64(percentile(mine, 0.50)-percentile(dir, 0.50)))
+					d99 = append(d99, float64(percentile(mine, 0.99)-percentile(dir, 0.99)))
+				}
+				addedRounds = fmt.Sprintf("%s / %s", us(time.Duration(median(d50))), us(time.Duration(median(d99))))
 			}
+			rate := float64(len(all)) / (latDur.Seconds() * float64(rounds))
+			fmt.Printf("| %s | %d | %s | %s | %s | %s | %.0f |\n", p.name, c, us(p50), us(p99), added, addedRounds, rate)
 		}
-		rate := float64(len(lat[[2]int{i, 64}])) / (latDur.Seconds() * float64(rounds))
-		row += fmt.Sprintf("| %.0f |", rate)
-		fmt.Println(row)
 	}
 	return nil
 }
