@@ -15,13 +15,10 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/herald-lb/herald/nllb"
 	"github.com/herald-lb/herald/nllb/health"
@@ -169,7 +166,7 @@ func Run(ctx context.Context, o Options) error {
 
 	var prober health.Prober = health.TCPProber{}
 	if o.HealthMode == HealthReadyz {
-		if prober, err = readyzProber(o.KubeconfigIn, server.Hostname()); err != nil {
+		if prober, err = newReloadingProber(o.KubeconfigIn, server.Hostname()); err != nil {
 			return err
 		}
 	}
@@ -267,39 +264,6 @@ func anyIPv4(ups []netip.AddrPort) bool {
 		}
 	}
 	return false
-}
-
-// readyzProber takes the CA, client certificate and token of the node's
-// kubeconfig, and verifies every upstream against the name the kubeconfig
-// verifies (its tls-server-name, else its server's host), as the clients
-// going through the balancer will.
-func readyzProber(path, serverHost string) (*health.ReadyzProber, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("node kubeconfig %s: %w", path, err)
-	}
-	tc, err := rest.TLSConfigFor(rc)
-	if err != nil {
-		return nil, fmt.Errorf("node kubeconfig %s: TLS settings: %w", path, err)
-	}
-	if tc == nil {
-		return nil, fmt.Errorf("node kubeconfig %s: no TLS settings; the readyz check needs them (use the tcp mode otherwise)", path)
-	}
-	if tc.InsecureSkipVerify {
-		return nil, fmt.Errorf("node kubeconfig %s skips TLS verification; the readyz check will not", path)
-	}
-	if tc.ServerName == "" {
-		tc.ServerName = serverHost
-	}
-	token := rc.BearerToken
-	if token == "" && rc.BearerTokenFile != "" {
-		b, err := os.ReadFile(rc.BearerTokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("node kubeconfig %s: token file: %w", path, err)
-		}
-		token = strings.TrimSpace(string(b))
-	}
-	return health.NewReadyzProber(tc.Clone(), token)
 }
 
 // syncKubeconfig rewrites the patched copy when the original changes (a
