@@ -190,6 +190,9 @@ func (b *Balancer) setLocked(ups []netip.AddrPort) {
 		keep[u] = true
 		if b.conns[u] == nil {
 			b.conns[u] = map[*pair]struct{}{}
+			if b.metrics != nil {
+				b.metrics.healthy.WithLabelValues(u.String()).Set(0) // not checked yet
+			}
 		}
 	}
 	for u, ps := range b.conns {
@@ -283,9 +286,7 @@ func (b *Balancer) handle(ctx context.Context, client *net.TCPConn) {
 			if ctx.Err() != nil {
 				break
 			}
-			if b.metrics != nil {
-				b.metrics.dialErrors.WithLabelValues(u.String()).Inc()
-			}
+			b.countDialError(u)
 			b.log.Warn("nllb dial failed; trying another upstream", "upstream", u.String(), "client", client.RemoteAddr().String(), "error", err.Error())
 			continue
 		}
@@ -298,8 +299,23 @@ func (b *Balancer) handle(ctx context.Context, client *net.TCPConn) {
 		b.untrack(u, p)
 		return
 	}
-	b.log.Warn("nllb no upstream accepted the connection; closing it", "client", client.RemoteAddr().String(), "tried", fmt.Sprint(order))
+	if ctx.Err() == nil {
+		b.log.Warn("nllb no upstream accepted the connection; closing it", "client", client.RemoteAddr().String(), "tried", fmt.Sprint(order))
+	}
 	client.Close()
+}
+
+// countDialError counts a failed dial of an upstream still in the set (a
+// removed one's series must not come back).
+func (b *Balancer) countDialError(u netip.AddrPort) {
+	if b.metrics == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.conns[u]; ok {
+		b.metrics.dialErrors.WithLabelValues(u.String()).Inc()
+	}
 }
 
 func (b *Balancer) track(u netip.AddrPort, p *pair) bool {

@@ -443,6 +443,9 @@ func TestRemovedUpstreamConnectionsAreClosed(t *testing.T) {
 	if n := testutil.CollectAndCount(m.total, "herald_nllb_connections_total"); n != 2 {
 		t.Fatalf("connections_total has %d series after the removal, want 2", n)
 	}
+	if n := testutil.CollectAndCount(m.healthy, "herald_nllb_upstream_healthy"); n != 2 {
+		t.Fatalf("upstream_healthy has %d series after the removal, want 2", n)
+	}
 }
 
 func TestUnhealthyUpstreamKeepsItsConnections(t *testing.T) {
@@ -520,4 +523,46 @@ func TestListenRefusesNonLoopback(t *testing.T) {
 		Health: health.Options{Prober: &switchProber{}, Thresholds: slow}, Logger: quiet}); !errors.Is(err, ErrNoUpstreams) {
 		t.Errorf("Listen without upstreams = %v, want ErrNoUpstreams", err)
 	}
+}
+
+func TestIPv6Loopback(t *testing.T) {
+	ln, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.WriteString(c, "v6\n")
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	b, m := startBalancer(t, Config{Listen: LoopbackAddr(true, 0), Upstreams: []netip.AddrPort{netip.MustParseAddrPort(ln.Addr().String())},
+		Health: health.Options{Prober: health.TCPProber{}, Thresholds: slow}})
+	if !b.Addr().Addr().Is6() || !b.Addr().Addr().IsLoopback() {
+		t.Fatalf("listening on %v, want [::1]", b.Addr())
+	}
+	name, c := dialName(t, b)
+	if name != "v6" {
+		t.Fatalf("greeting %q", name)
+	}
+	if err := echoes(c, "over ipv6"); err != nil {
+		t.Fatal(err)
+	}
+	up := ln.Addr().String()
+	if n := testutil.ToFloat64(m.total.WithLabelValues(up)); n != 1 {
+		t.Fatalf("connections_total{%s} = %v, want 1", up, n)
+	}
+	if n := testutil.ToFloat64(m.active.WithLabelValues(up)); n != 1 {
+		t.Fatalf("connections_active{%s} = %v, want 1", up, n)
+	}
+	c.Close()
+	waitFor(t, "the connection to end", func() bool { return testutil.ToFloat64(m.active.WithLabelValues(up)) == 0 })
 }
