@@ -387,13 +387,13 @@ func runLatency(addr string, conns int, d time.Duration, msg int) ([]time.Durati
 			r := bufio.NewReaderSize(c, msg)
 			// One warm-up exchange: connection setup (and the proxy's
 			// upstream dial) is not part of the round trip.
-			if _, err := c.Write(req); err == nil {
+			_, err := c.Write(req)
+			if err == nil {
 				_, err = io.ReadFull(r, resp)
 			}
 			<-start
 			s := make([]time.Duration, 0, 1<<14)
-			var err error
-			for time.Now().Before(end) {
+			for err == nil && time.Now().Before(end) {
 				t0 := time.Now()
 				if _, err = c.Write(req); err != nil {
 					break
