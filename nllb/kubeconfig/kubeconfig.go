@@ -62,7 +62,10 @@ func Server(data []byte) (*url.URL, error) {
 // the copy is written to another directory than the original (inDir !=
 // outDir), relative file references (certificate-authority,
 // client-certificate, client-key, token file) are made absolute against
-// inDir so they keep naming the same files. Everything else is kept.
+// inDir so they keep naming the same files. Everything else is kept: byte
+// for byte (comments and formatting included) when the original is
+// block-style YAML that can be edited in place, else as the same content
+// written by clientcmd.
 func Patch(data []byte, balancerURL, inDir, outDir string) ([]byte, error) {
 	cfg, err := clientcmd.Load(data)
 	if err != nil {
@@ -75,6 +78,7 @@ func Patch(data []byte, balancerURL, inDir, outDir string) ([]byte, error) {
 	if err != nil || lb.Host == "" {
 		return nil, fmt.Errorf("balancer URL %q: not a URL with a host", balancerURL)
 	}
+	newServer, tlsName := map[string]string{}, map[string]string{}
 	for name, c := range cfg.Clusters {
 		if c.InsecureSkipTLSVerify {
 			return nil, fmt.Errorf("kubeconfig cluster %q skips TLS verification: refusing to route it through the balancer", name)
@@ -91,10 +95,12 @@ func Patch(data []byte, balancerURL, inDir, outDir string) ([]byte, error) {
 		}
 		if c.TLSServerName == "" {
 			c.TLSServerName = u.Hostname() // without brackets for IPv6
+			tlsName[name] = c.TLSServerName
 		}
 		nu := *u
 		nu.Host = lb.Host
 		c.Server = nu.String()
+		newServer[name] = c.Server
 	}
 	if filepath.Clean(inDir) != filepath.Clean(outDir) {
 		base, err := filepath.Abs(inDir)
@@ -108,6 +114,12 @@ func Patch(data []byte, balancerURL, inDir, outDir string) ([]byte, error) {
 	out, err := clientcmd.Write(*cfg)
 	if err != nil {
 		return nil, fmt.Errorf("write kubeconfig: %w", err)
+	}
+	// Prefer the original bytes with only the server values replaced and
+	// tls-server-name lines added, when that loads to exactly the same
+	// configuration as the full re-serialization.
+	if edited, ok := inPlace(data, newServer, tlsName); ok && sameConfig(edited, out) {
+		return edited, nil
 	}
 	return out, nil
 }
