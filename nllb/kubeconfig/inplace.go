@@ -170,4 +170,3 @@ func mapEntry(m *yaml.Node, key string) (*yaml.Node, *yaml.Node) {
 	}
 	return nil, nil
 }
-
