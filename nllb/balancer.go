@@ -230,17 +230,31 @@ func (b *Balancer) setHealthyMetric(a netip.AddrPort, s health.Status) {
 
 // Serve accepts connections until ctx is done, then closes the listener
 // and every forwarded connection, stops the health checks and returns nil.
-// Any other accept error ends Serve with that error.
+// Other accept errors (out of file descriptors, for one) are logged and
+// retried after a pause that doubles up to a second: running out of
+// descriptors for a moment must not take the node's API access down.
+// Serve returns an error only when the listener is closed from elsewhere.
 func (b *Balancer) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { b.ln.Close() })
 	defer stop()
 	var err error
+	var pause time.Duration
 	for {
 		var c *net.TCPConn
 		c, err = b.ln.AcceptTCP()
 		if err != nil {
-			break
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				break
+			}
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			b.log.Error("nllb accept failed; retrying", "error", err.Error(), "pause", pause.String())
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
+			}
+			continue
 		}
+		pause = 0
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()

@@ -16,9 +16,11 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,8 +52,12 @@ func newUpstream(t *testing.T, name string) *upstream {
 	go func() {
 		for {
 			c, err := ln.Accept()
-			if err != nil {
+			if errors.Is(err, net.ErrClosed) {
 				return
+			}
+			if err != nil { // out of descriptors (TestAcceptSurvivesRunningOutOfDescriptors)
+				time.Sleep(5 * time.Millisecond)
+				continue
 			}
 			u.accepted.Add(1)
 			conns.Add(1)
@@ -114,7 +120,9 @@ func startBalancer(t *testing.T, cfg Config) (*Balancer, *Metrics) {
 		cfg.Listen = netip.MustParseAddrPort("127.0.0.1:0")
 	}
 	cfg.Metrics = m
-	cfg.Logger = quiet
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
 	b, err := Listen(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -565,4 +573,84 @@ func TestIPv6Loopback(t *testing.T) {
 	}
 	c.Close()
 	waitFor(t, "the connection to end", func() bool { return testutil.ToFloat64(m.active.WithLabelValues(up)) == 0 })
+}
+
+// TestAcceptSurvivesRunningOutOfDescriptors: with the process's descriptor
+// limit lowered to the descriptors in use, a connection arrives and the
+// balancer's accept fails (EMFILE); once the limit is back, new
+// connections are served.
+func TestAcceptSurvivesRunningOutOfDescriptors(t *testing.T) {
+	u := newUpstream(t, "u")
+	rec := &recorder{}
+	b, _ := startBalancer(t, Config{Upstreams: []netip.AddrPort{u.addr}, Logger: slog.New(rec),
+		Health: health.Options{Prober: &switchProber{}, Thresholds: slow}})
+	// The client socket exists before the limit is lowered; connecting
+	// needs no new descriptor.
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Skip(err)
+	}
+	// The kernel gives a new descriptor the lowest free number and fails
+	// when that number is not below the limit: the limit becomes the
+	// lowest free number.
+	free, err := syscall.Dup(0)
+	if err != nil {
+		t.Skip(err)
+	}
+	syscall.Close(free)
+	low := old
+	low.Cur = uint64(free)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Skip(err)
+	}
+	err = syscall.Connect(fd, &syscall.SockaddrInet4{Port: int(b.Addr().Port()), Addr: [4]byte{127, 0, 0, 1}})
+	time.Sleep(50 * time.Millisecond) // accept fails meanwhile
+	if err2 := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err2 != nil {
+		t.Fatal(err2)
+	}
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "client")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !rec.saw("nllb accept failed; retrying") {
+		t.Fatal("accept did not fail under the lowered limit: the test proves nothing")
+	}
+	// That connection may have been accepted while a descriptor was free
+	// for a moment and then lost its upstream dial: either way the
+	// balancer must go on accepting.
+	name, c2 := dialName(t, b)
+	if err := echoes(c2, "after EMFILE"); err != nil {
+		t.Fatalf("via %s after running out of descriptors: %v", name, err)
+	}
+}
+
+// recorder is a slog handler that keeps the messages.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, rec.Message)
+	return nil
+}
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
+func (r *recorder) saw(msg string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.msgs, msg)
 }
