@@ -117,6 +117,9 @@ func scalarSpan(b []byte, lines []int, n *yaml.Node) (int, int, bool) {
 		return 0, 0, false
 	}
 	rest := line[col:]
+	if rest == "" {
+		return 0, 0, false
+	}
 	var length int
 	switch n.Style {
 	case 0: // plain: up to a comment or the end of the line

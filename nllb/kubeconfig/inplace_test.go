@@ -85,3 +85,37 @@ func TestPatchFallsBackToClientcmd(t *testing.T) {
 		})
 	}
 }
+
+// FuzzPatch: whatever the input, Patch does not panic, and what it
+// returns loads to the server and tls-server-name it promises with every
+// other cluster field as clientcmd read it.
+func FuzzPatch(f *testing.F) {
+	f.Add(commented)
+	f.Add(kubelet)
+	f.Add(strings.Replace(kubelet, "SERVER", "https://[2001:db8::1]:6443", 1))
+	f.Add("apiVersion: v1\nkind: Config\nclusters:\n- {name: k, cluster: {server: \"https://192.0.2.10:6443\"}}\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		out, err := Patch([]byte(in), "https://127.0.0.1:7443", ".", ".")
+		if err != nil {
+			return
+		}
+		orig, err := clientcmd.Load([]byte(in))
+		if err != nil {
+			t.Fatalf("Patch accepted what clientcmd cannot load: %v", err)
+		}
+		got, err := clientcmd.Load(out)
+		if err != nil {
+			t.Fatalf("the patched kubeconfig does not load: %v\n%s", err, out)
+		}
+		if len(got.Clusters) != len(orig.Clusters) {
+			t.Fatalf("%d clusters, want %d", len(got.Clusters), len(orig.Clusters))
+		}
+		for name, c := range got.Clusters {
+			o := orig.Clusters[name]
+			if o == nil || !strings.HasPrefix(c.Server, "https://127.0.0.1:7443") || c.TLSServerName == "" ||
+				c.CertificateAuthority != o.CertificateAuthority || string(c.CertificateAuthorityData) != string(o.CertificateAuthorityData) {
+				t.Fatalf("cluster %q: %+v from %+v", name, c, o)
+			}
+		}
+	})
+}
