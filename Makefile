@@ -169,11 +169,12 @@ verify-generated: $(CONTROLLER_GEN)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./ipam/
 
-## fuzz: run the allocator fuzz test for FUZZTIME (default 60s)
+## fuzz: run the fuzz tests (allocator, speaker planner, NLLB kubeconfig patch) for FUZZTIME (default 60s) each
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz Fuzz -fuzztime $(FUZZTIME) ./ipam/
 	$(GO) test -run '^$$' -fuzz Fuzz -fuzztime $(FUZZTIME) ./speaker/plan/
+	$(GO) test -run '^$$' -fuzz FuzzPatch -fuzztime $(FUZZTIME) ./nllb/kubeconfig/
 
 tools: $(CONTROLLER_GEN) $(STATICCHECK) shellcheck
 
