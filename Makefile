@@ -26,7 +26,7 @@ SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/lib_test.sh e2e/
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration bench-controller bench-svclb bench-failover bench-bgp bench-nud soak-members e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -62,6 +62,15 @@ bench-svclb:
 	  "$${TMPDIR:-/tmp}/herald-svclb.test" -test.run '^$$' -test.bench '^BenchmarkForward$$' -test.benchtime 1s || exit 1; \
 	done | tee "$(SVCLB_BENCH_LOG)" | grep -E '^BenchmarkForward/'
 	awk -f svclb/bench_summary.awk "$(SVCLB_BENCH_LOG)"
+
+## bench-nllb: the NLLB balancer (its own process) on loopback beside a direct connection and HAProxy in TCP mode
+## (Debian haproxy, from install.sh apt; skipped when missing): one connection's bulk throughput (1 GiB) and p50/p99
+## round-trip times of 64-byte exchanges over 1 and 64 connections. NLLB_BENCH_ROUNDS (default 3) rounds, the paths
+## interleaved round by round; a Markdown table of the medians on stdout, every round on stderr
+NLLB_BENCH_ROUNDS ?= 3
+bench-nllb:
+	$(GO) build -o "$${TMPDIR:-/tmp}/herald-benchnllb" ./nllb/internal/benchnllb
+	"$${TMPDIR:-/tmp}/herald-benchnllb" -rounds $(NLLB_BENCH_ROUNDS)
 
 ## bench-failover: layer 2 failover in the lab, FAILOVER_RUNS rounds (default 20) per memberlist profile in
 ## FAILOVER_PROFILES (default: fast default): the longest gap in a UDP stream from the lan client (every 10 ms) for a
@@ -160,11 +169,12 @@ verify-generated: $(CONTROLLER_GEN)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./ipam/
 
-## fuzz: run the allocator fuzz test for FUZZTIME (default 60s)
+## fuzz: run the fuzz tests (allocator, speaker planner, NLLB kubeconfig patch) for FUZZTIME (default 60s) each
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz Fuzz -fuzztime $(FUZZTIME) ./ipam/
 	$(GO) test -run '^$$' -fuzz Fuzz -fuzztime $(FUZZTIME) ./speaker/plan/
+	$(GO) test -run '^$$' -fuzz FuzzPatch -fuzztime $(FUZZTIME) ./nllb/kubeconfig/
 
 tools: $(CONTROLLER_GEN) $(STATICCHECK) shellcheck
 

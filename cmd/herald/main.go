@@ -28,6 +28,7 @@ func commands() map[string]command {
 		"controller": {"assign LoadBalancer addresses from pools (cluster-wide)", runController},
 		"speaker":    {"announce addresses over ARP, NDP and BGP (one per node)", runSpeaker},
 		"svclb":      {"forward a node port to a Service (ServiceLB pods)", runSvclb},
+		"nllb":       {"balance the node's API server traffic on the loopback (bootstrap mode)", runNLLB},
 	}
 }
 

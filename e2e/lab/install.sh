@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs and builds everything the Herald lab needs, idempotently:
-#   apt   Debian packages (containerd, runc, CNI plugins, routers, L2 tools)
+#   apt   Debian packages (containerd, runc, CNI plugins, routers, L2 tools, haproxy for make bench-nllb)
 #   k8s   kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubelet, kubectl
 #   etcd  etcd server
 #   helm  helm

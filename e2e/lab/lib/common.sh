@@ -17,7 +17,7 @@ K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy k
 
 # Debian packages the lab needs.
 APT_PACKAGES=(containerd runc containernetworking-plugins iptables nftables gobgpd frr arping ndisc6
-	tcpdump openssl conntrack iproute2 iputils-ping util-linux procps curl socat ca-certificates)
+	tcpdump openssl conntrack iproute2 iputils-ping util-linux procps curl socat ca-certificates haproxy)
 # Debian packages `make lint` needs (install.sh lint).
 LINT_APT_PACKAGES=(shellcheck)
 

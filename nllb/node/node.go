@@ -1,0 +1,302 @@
+// Package node runs NLLB on a node from local files only: the node's
+// kubeconfig (the seed API server and the credentials of the readyz
+// checks), the persisted upstream set and extra seed addresses. It needs
+// no API server to start, so it serves as the bootstrap (static pod or
+// host service) mode: a kubelet pointed at the balancer reaches an API
+// server before any pod runs.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/herald-lb/herald/nllb"
+	"github.com/herald-lb/herald/nllb/health"
+	"github.com/herald-lb/herald/nllb/kubeconfig"
+)
+
+// HealthMode selects the API server health check.
+type HealthMode string
+
+const (
+	// HealthReadyz: HTTPS GET /readyz with the kubeconfig's credentials.
+	HealthReadyz HealthMode = "readyz"
+	// HealthTCP: a TCP connect.
+	HealthTCP HealthMode = "tcp"
+)
+
+// Loopback families.
+const (
+	LoopbackAuto = "auto" // ::1 when no upstream is IPv4, else 127.0.0.1
+	LoopbackIPv4 = "ipv4"
+	LoopbackIPv6 = "ipv6"
+)
+
+// Options of a node's NLLB.
+type Options struct {
+	// KubeconfigIn is the node's original kubeconfig (required).
+	KubeconfigIn string
+	// KubeconfigOut, when set, receives the patched copy.
+	KubeconfigOut string
+	// KubeconfigResync is how often KubeconfigOut is checked against
+	// KubeconfigIn (rewritten only on change).
+	KubeconfigResync time.Duration
+	// StateFile, when set, persists the upstream set.
+	StateFile string
+	// Seeds are upstreams added to the kubeconfig's server (for example
+	// every control-plane node's address, known at install time).
+	Seeds []netip.AddrPort
+	// Loopback is LoopbackAuto, LoopbackIPv4 or LoopbackIPv6.
+	Loopback string
+	// APIServerPort on the loopback; 0 picks a free port (tests).
+	APIServerPort uint16
+	// Konnectivity enables the konnectivity balancer on KonnectivityPort
+	// (0: a free port), forwarding to KonnectivityUpstreamPort on the API
+	// server hosts.
+	Konnectivity             bool
+	KonnectivityPort         uint16
+	KonnectivityUpstreamPort uint16
+	HealthMode               HealthMode
+	Thresholds               health.Thresholds
+	DialTimeout              time.Duration
+	// MetricsAddr, when set, serves /metrics there.
+	MetricsAddr string
+	// Registerer receives the metrics (default prometheus.DefaultRegisterer).
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	// Lookup resolves a kubeconfig server name (default: the system resolver).
+	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+}
+
+// DefaultOptions: the API server balancer on 127.0.0.1:7443 (or [::1]),
+// readyz checks with the default thresholds, konnectivity off (7132 ->
+// 8132 when enabled), the patched kubeconfig checked every 30 s.
+func DefaultOptions() Options {
+	return Options{
+		KubeconfigResync:         30 * time.Second,
+		Loopback:                 LoopbackAuto,
+		APIServerPort:            nllb.DefaultAPIServerPort,
+		KonnectivityPort:         nllb.DefaultKonnectivityPort,
+		KonnectivityUpstreamPort: 8132,
+		HealthMode:               HealthReadyz,
+		Thresholds:               health.DefaultThresholds(),
+		DialTimeout:              nllb.DefaultDialTimeout,
+	}
+}
+
+// Validate names the first bad option.
+func (o Options) Validate() error {
+	switch {
+	case o.KubeconfigIn == "":
+		return errors.New("the node's kubeconfig is required (it names the seed API server and holds the readyz credentials)")
+	case o.KubeconfigOut != "" && o.KubeconfigOut == o.KubeconfigIn:
+		return fmt.Errorf("patched kubeconfig %s: must differ from the original (the original stays the source of truth)", o.KubeconfigOut)
+	case o.KubeconfigOut != "" && o.KubeconfigResync <= 0:
+		return fmt.Errorf("kubeconfig resync %v: must be positive", o.KubeconfigResync)
+	case o.Loopback != LoopbackAuto && o.Loopback != LoopbackIPv4 && o.Loopback != LoopbackIPv6:
+		return fmt.Errorf("loopback %q: want auto, ipv4 or ipv6", o.Loopback)
+	case o.HealthMode != HealthReadyz && o.HealthMode != HealthTCP:
+		return fmt.Errorf("health mode %q: want readyz or tcp", o.HealthMode)
+	case o.Konnectivity && o.KonnectivityUpstreamPort == 0:
+		return errors.New("konnectivity upstream port: must not be 0")
+	case o.Konnectivity && o.KonnectivityPort != 0 && o.KonnectivityPort == o.APIServerPort:
+		return fmt.Errorf("konnectivity port %d: the API server balancer uses it", o.KonnectivityPort)
+	case o.DialTimeout <= 0:
+		return fmt.Errorf("dial timeout %v: must be positive", o.DialTimeout)
+	}
+	for _, s := range o.Seeds {
+		if !s.IsValid() || s.Port() == 0 {
+			return fmt.Errorf("seed upstream %q: want IP:port", s)
+		}
+	}
+	if err := o.Thresholds.Validate(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Run serves until ctx is done. It starts from the persisted set, the
+// kubeconfig's server and the extra seeds, listens, then writes the
+// patched kubeconfig (so it never names a balancer that is not there yet).
+func Run(ctx context.Context, o Options) error {
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("nllb options: %w", err)
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if o.Lookup == nil {
+		o.Lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	data, err := os.ReadFile(o.KubeconfigIn)
+	if err != nil {
+		return fmt.Errorf("node kubeconfig: %w", err)
+	}
+	server, err := kubeconfig.Server(data)
+	if err != nil {
+		return fmt.Errorf("node kubeconfig %s: %w", o.KubeconfigIn, err)
+	}
+	seeds := append([]netip.AddrPort(nil), o.Seeds...)
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	fromKubeconfig, err := kubeconfig.SeedUpstreams(server, func(h string) ([]netip.Addr, error) { return o.Lookup(lctx, h) })
+	cancel()
+	if err != nil {
+		// A name that does not resolve right now (DNS down with the API
+		// server) must not stop the balancer: the persisted set may do.
+		log.Warn("nllb cannot resolve the kubeconfig's server; going on with the persisted and extra upstreams", "error", err.Error())
+	}
+	seeds = append(seeds, fromKubeconfig...)
+	ups, err := nllb.StartUpstreams(o.StateFile, seeds, log)
+	if err != nil {
+		return err
+	}
+
+	var prober health.Prober = health.TCPProber{}
+	if o.HealthMode == HealthReadyz {
+		if prober, err = newReloadingProber(o.KubeconfigIn, server.Hostname()); err != nil {
+			return err
+		}
+	}
+	if o.Registerer == nil {
+		o.Registerer = prometheus.DefaultRegisterer
+	}
+	metrics, err := nllb.NewMetrics(o.Registerer)
+	if err != nil {
+		return fmt.Errorf("nllb metrics: %w", err)
+	}
+	ipv6 := o.Loopback == LoopbackIPv6 || o.Loopback == LoopbackAuto && !anyIPv4(ups)
+
+	api, err := nllb.Listen(nllb.Config{
+		Name: "apiserver", Listen: nllb.LoopbackAddr(ipv6, o.APIServerPort), Policy: nllb.Random, Upstreams: ups,
+		DialTimeout: o.DialTimeout, Health: health.Options{Prober: prober, Thresholds: o.Thresholds},
+		Metrics: metrics, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	balancers := []*nllb.Balancer{api}
+	if o.Konnectivity {
+		kups := make([]netip.AddrPort, len(ups))
+		for i, u := range ups {
+			kups[i] = netip.AddrPortFrom(u.Addr(), o.KonnectivityUpstreamPort)
+		}
+		k, err := nllb.Listen(nllb.Config{
+			Name: "konnectivity", Listen: nllb.LoopbackAddr(ipv6, o.KonnectivityPort), Policy: nllb.RoundRobin, Upstreams: kups,
+			DialTimeout: o.DialTimeout, Health: health.Options{Prober: health.TCPProber{}, Thresholds: o.Thresholds},
+			Metrics: metrics, Logger: log,
+		})
+		if err != nil {
+			api.Serve(canceled()) // closes the listener and stops the health checks
+			return err
+		}
+		balancers = append(balancers, k)
+	}
+	closeAll := func() {
+		for _, b := range balancers {
+			b.Serve(canceled()) // closes the listener and stops the health checks
+		}
+	}
+	if o.StateFile != "" {
+		if err := nllb.SaveUpstreams(o.StateFile, ups); err != nil {
+			log.Warn("nllb cannot persist the upstream set", "error", err.Error())
+		}
+	}
+	lbURL := kubeconfig.BalancerURL(api.Addr())
+	if o.KubeconfigOut != "" {
+		// The first write is checked: a kubeconfig that cannot be patched
+		// is a configuration error to report now, not a log line later.
+		wrote, err := kubeconfig.PatchFile(o.KubeconfigIn, o.KubeconfigOut, lbURL)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		log.Info("nllb patched kubeconfig ready", "path", o.KubeconfigOut, "server", lbURL, "written", wrote)
+	}
+
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make(chan error, len(balancers)+2)
+	for _, b := range balancers {
+		go func() { errs <- b.Serve(ctx) }()
+	}
+	running := len(balancers)
+	if o.KubeconfigOut != "" {
+		running++
+		go func() { errs <- syncKubeconfig(ctx, o, lbURL, log) }()
+	}
+	if o.MetricsAddr != "" {
+		running++
+		go func() { errs <- serveMetrics(ctx, o.MetricsAddr) }()
+	}
+	var first error
+	for range running {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			stop()
+		}
+	}
+	return first
+}
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+func anyIPv4(ups []netip.AddrPort) bool {
+	for _, u := range ups {
+		if u.Addr().Is4() {
+			return true
+		}
+	}
+	return false
+}
+
+// syncKubeconfig rewrites the patched copy when the original changes (a
+// rotated CA, a new server); the first write happened in Run.
+func syncKubeconfig(ctx context.Context, o Options, url string, log *slog.Logger) error {
+	t := time.NewTicker(o.KubeconfigResync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		wrote, err := kubeconfig.PatchFile(o.KubeconfigIn, o.KubeconfigOut, url)
+		switch {
+		case err != nil:
+			log.Error("nllb cannot write the patched kubeconfig; the last one stays", "error", err.Error(), "path", o.KubeconfigOut)
+		case wrote:
+			log.Info("nllb rewrote the patched kubeconfig: the original changed", "path", o.KubeconfigOut, "server", url)
+		}
+	}
+}
+
+func serveMetrics(ctx context.Context, addr string) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.Handler())
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("nllb metrics on %s: %w", addr, err)
+	}
+	return nil
+}
