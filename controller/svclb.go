@@ -37,6 +37,9 @@ const (
 	EventServiceLBNoNodes = "ServiceLBNoNodes"
 	// EventServiceLBPending (Normal): no node serves the Service yet.
 	EventServiceLBPending = "ServiceLBPending"
+	// EventServiceLBPodFailed (Warning): a kubelet failed an svclb pod
+	// (SysctlForbidden where the forwarding sysctls are not allowed).
+	EventServiceLBPodFailed = "ServiceLBPodFailed"
 	// EventServiceLBInvalid (Warning): the Service's DaemonSet cannot be
 	// built (a bad annotation, a port the forwarder cannot serve, ...).
 	EventServiceLBInvalid = "ServiceLBInvalid"

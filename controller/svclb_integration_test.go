@@ -318,6 +318,26 @@ func TestSvclbStatusFollowsNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A pod the kubelet refused (no forwarding sysctls allowed, the common case off k3s): a Warning that says what to
+	// allow, and the condition keeps waiting without naming the pod.
+	failed := e.svclbPod(svc, n1, false)
+	e.setPodConditions(failed, func(p *corev1.Pod) {
+		p.Status.Phase, p.Status.Reason = corev1.PodFailed, "SysctlForbidden"
+		p.Status.Message = `Pod forbidden sysctl: "net.ipv4.ip_forward" not allowlisted`
+	})
+	e.waitEvent(e.app, "web", EventServiceLBPodFailed, n1+": SysctlForbidden")
+	e.waitEvent(e.app, "web", EventServiceLBPodFailed, "allowedUnsafeSysctls")
+	var withFailed corev1.Service
+	if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.app, Name: "web"}, &withFailed); err != nil {
+		t.Fatal(err)
+	}
+	if c := svcstatus.Condition(&withFailed); c == nil || !strings.HasSuffix(c.Message, "waiting for svclb pods on 3 matching nodes") {
+		t.Errorf("condition with a failed pod %+v, want it to keep waiting", c)
+	}
+	if err := e.c.Delete(e.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: failed}}); err != nil {
+		t.Fatal(err)
+	}
+
 	p1 := e.svclbPod(svc, n1, true)
 	e.svclbPod(svc, n3, false)
 	e.waitIPs("web", "10.0.2.1")
@@ -336,8 +356,8 @@ func TestSvclbStatusFollowsNodes(t *testing.T) {
 	// The last ready pod turns unready: no address, and an event says why.
 	e.setPodReady(p1, false)
 	s := e.waitIPs("web", "")
-	if c := svcstatus.Condition(s); c == nil || !strings.HasSuffix(c.Message, "no node serves it yet: every svclb pod is pending") {
-		t.Errorf("condition %+v, want it to say every svclb pod is pending", c)
+	if c := svcstatus.Condition(s); c == nil || !strings.HasSuffix(c.Message, "no node serves it yet: waiting for svclb pods on 3 matching nodes") {
+		t.Errorf("condition %+v, want it to say it waits for svclb pods", c)
 	}
 
 	// Nothing changes: the next syncs write nothing.

@@ -45,6 +45,9 @@ type serving struct {
 	// chosen type, of the Service's families, ordered by ipFamilies, sorted
 	// within a family.
 	addrs []netip.Addr
+	// failures describe the svclb pods the kubelets failed (podFailure),
+	// sorted and unique.
+	failures []string
 	// why no node serves it (empty when some node does).
 	why string
 	// warning: why is a problem for the operator (no node matches), not a
@@ -74,9 +77,18 @@ func servingNodes(in servingInput) serving {
 
 	var readyNodes, cordoned, serve []string
 	var pending []*corev1.Pod
+	var out0 serving
 	for i := range in.pods {
 		p := &in.pods[i]
 		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if p.Status.Phase == corev1.PodFailed {
+			// The kubelet refused or lost it (SysctlForbidden, evicted, ...):
+			// the DaemonSet controller replaces it, again and again while the
+			// cause lasts. Reported apart, so the condition does not change
+			// with every replacement.
+			out0.failures = append(out0.failures, podFailure(p))
 			continue
 		}
 		if p.Spec.NodeName == "" || !podReady(p) {
@@ -101,7 +113,7 @@ func servingNodes(in servingInput) serving {
 	serve = slices.Compact(serve)
 
 	families := daemonset.ServiceFamilies(svc)
-	var out serving
+	out := serving{failures: uniqueSorted(out0.failures)}
 	if len(serve) > 0 {
 		want := corev1.NodeInternalIP
 		if in.addressType != v1beta1.NodeInternalIP && anyAddress(serve, nodes, corev1.NodeExternalIP, families) {
@@ -129,15 +141,32 @@ func servingNodes(in servingInput) serving {
 		out.why = fmt.Sprintf("externalTrafficPolicy is Local and no node with a ready svclb pod (%s) has a ready endpoint of the Service", strings.Join(uniqueSorted(readyNodes), ", "))
 	case len(cordoned) > 0:
 		out.why = fmt.Sprintf("every node with a ready svclb pod is cordoned (%s)", strings.Join(uniqueSorted(cordoned), ", "))
-	case len(pending) > 0:
-		out.why = "every svclb pod is pending"
+	default:
+		// Pods not created yet, starting, or replaced after a failure: one
+		// message for all of them, so that pods coming and going do not
+		// rewrite the condition; the scheduler's reason when it gives one.
+		out.why = fmt.Sprintf("waiting for svclb pods on %d matching nodes", len(in.selected))
 		if msg := schedulerMessage(pending); msg != "" {
 			out.why += ": " + msg
 		}
-	default:
-		out.why = fmt.Sprintf("waiting for svclb pods on %d matching nodes", len(in.selected))
 	}
 	return out
+}
+
+// podFailure describes a failed svclb pod for an event: its node, the
+// kubelet's reason and message, and what to do about the one failure an
+// operator meets on a cluster that is not k3s.
+func podFailure(p *corev1.Pod) string {
+	s := fmt.Sprintf("on node %s: %s", p.Spec.NodeName, p.Status.Reason)
+	if p.Status.Message != "" {
+		s += ": " + p.Status.Message
+	}
+	if p.Status.Reason == "SysctlForbidden" {
+		s += " (the kubelets must allow the forwarding sysctls: allowedUnsafeSysctls [" +
+			daemonset.SysctlIPv4Forward + ", " + daemonset.SysctlIPv6Forward +
+			"] in the kubelet configuration, or --allowed-unsafe-sysctls; k3s agents allow them; see docs/svclb.md)"
+	}
+	return s
 }
 
 // podReady: the pod's Ready condition is true.

@@ -145,10 +145,10 @@ func TestServingNodes(t *testing.T) {
 			want: "!why:no node matches the pool's node selector"},
 		{name: "pending with the scheduler's reason", svc: svcMut(v4), selected: []string{"a", "c"},
 			pods: []corev1.Pod{pod("p2", "", false, "0/2 nodes are available: 2 node(s) didn't have free ports"), pod("p1", "", false, "")}, nodes: []corev1.Node{a, c},
-			want: "why:every svclb pod is pending: 0/2 nodes are available: 2 node(s) didn't have free ports"},
+			want: "why:waiting for svclb pods on 2 matching nodes: 0/2 nodes are available: 2 node(s) didn't have free ports"},
 		{name: "pending without a reason", svc: svcMut(v4), selected: []string{"a"},
 			pods: []corev1.Pod{pod("p1", "a", false, "")}, nodes: []corev1.Node{a},
-			want: "why:every svclb pod is pending"},
+			want: "why:waiting for svclb pods on 1 matching nodes"},
 		{name: "no pod yet", svc: svcMut(v4), selected: []string{"a", "c"}, nodes: []corev1.Node{a, c},
 			want: "why:waiting for svclb pods on 2 matching nodes"},
 	} {

@@ -208,6 +208,11 @@ func (r *Reconciler) svclbEvents(svc *corev1.Service, p plan, oldCond, cond *met
 		r.recorder.Eventf(svc, nil, typ, reason, "Serve", "no node serves the Service yet: %s", sv.why)
 		r.log.Info("no svclb node serves the service", "service", nn, "why", sv.why)
 	}
+	// Repeated while the cause lasts; the recorder folds the repeats into
+	// one event with a count.
+	for _, f := range sv.failures {
+		r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, EventServiceLBPodFailed, "Serve", "svclb pod failed %s", f)
+	}
 	if err := p.svclb.writeErr; err != nil && (oldCond == nil || !strings.Contains(oldCond.Message, err.Error())) {
 		r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, EventServiceLBWriteFailed, "Serve",
 			"cannot write the svclb DaemonSet: %v", err)

@@ -166,6 +166,8 @@ protectKernelDefaults: false
 makeIPTablesUtilChains: true
 fileCheckFrequency: 5s
 nodeStatusUpdateFrequency: 5s
+# The forwarding sysctls of the svclb pods (ServiceLB), allowed as k3s's agents allow them; docs/svclb.md.
+allowedUnsafeSysctls: ["net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"]
 EOT
 }
 
