@@ -54,8 +54,8 @@ type serving struct {
 
 // servingNodes decides which nodes serve the Service: those with a ready
 // svclb pod of this Service (Ready condition true, not being deleted) that
-// exist and are not cordoned, and for externalTrafficPolicy Local that also
-// have a ready endpoint of the Service.
+// exist, still match the pool (selected) and are not cordoned, and for
+// externalTrafficPolicy Local that also have a ready endpoint of the Service.
 //
 // Addresses: with addressType InternalIP, the nodes' InternalIPs; otherwise
 // the nodes' ExternalIPs when any serving node has one of the Service's
@@ -65,6 +65,10 @@ func servingNodes(in servingInput) serving {
 	nodes := map[string]*corev1.Node{}
 	for i := range in.nodes {
 		nodes[in.nodes[i].Name] = &in.nodes[i]
+	}
+	selected := map[string]bool{}
+	for _, n := range in.selected {
+		selected[n] = true
 	}
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	var withEndpoint map[string]bool
@@ -84,7 +88,10 @@ func servingNodes(in servingInput) serving {
 			continue
 		}
 		n := nodes[p.Spec.NodeName]
-		if n == nil {
+		if n == nil || !selected[n.Name] {
+			// Gone, or no longer matching the pool (its pod is not
+			// evicted at once: the affinity is IgnoredDuringExecution
+			// until the DaemonSet controller removes it).
 			continue
 		}
 		if n.Spec.Unschedulable {
