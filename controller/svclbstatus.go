@@ -124,7 +124,7 @@ func servingNodes(in servingInput) serving {
 			out.nodes = serve
 			return out
 		}
-		out.why = fmt.Sprintf("nodes %s have no %s of the Service's families %v", strings.Join(serve, ", "), want, families)
+		out.why = fmt.Sprintf("nodes %s have no %s of the Service's families %v", nameList(serve), want, families)
 		out.warning = true
 		return out
 	}
@@ -133,9 +133,9 @@ func servingNodes(in servingInput) serving {
 	case len(in.selected) == 0:
 		out.why, out.warning = "no node matches the pool's node selector (and the k3s enablelb/lbpool labels)", true
 	case len(readyNodes) > 0 && local:
-		out.why = fmt.Sprintf("externalTrafficPolicy is Local and no node with a ready svclb pod (%s) has a ready endpoint of the Service", strings.Join(uniqueSorted(readyNodes), ", "))
+		out.why = fmt.Sprintf("externalTrafficPolicy is Local and no node with a ready svclb pod (%s) has a ready endpoint of the Service", nameList(uniqueSorted(readyNodes)))
 	case len(cordoned) > 0:
-		out.why = fmt.Sprintf("every node with a ready svclb pod is cordoned (%s)", strings.Join(uniqueSorted(cordoned), ", "))
+		out.why = fmt.Sprintf("every node with a ready svclb pod is cordoned (%s)", nameList(uniqueSorted(cordoned)))
 	case len(pending) > 0:
 		out.why = "every svclb pod is pending"
 		if msg := schedulerMessage(pending); msg != "" {
@@ -208,6 +208,19 @@ func nodeAddrs(n *corev1.Node, t corev1.NodeAddressType) []netip.Addr {
 		}
 	}
 	return out
+}
+
+// maxListed bounds the names a message lists: a condition message holds at
+// most 32 KiB and an event note 1 KiB, and a large cluster has more nodes.
+const maxListed = 10
+
+// nameList joins names with ", ", the first maxListed of them and how many
+// more.
+func nameList(names []string) string {
+	if len(names) <= maxListed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListed], ", "), len(names)-maxListed)
 }
 
 func uniqueSorted(s []string) []string {
