@@ -355,7 +355,7 @@ func svclbCondition(res *svclbResult) string {
 	}
 	var b strings.Builder
 	if len(res.serving.nodes) > 0 {
-		fmt.Fprintf(&b, "served by nodes %s", strings.Join(res.serving.nodes, ", "))
+		fmt.Fprintf(&b, "served by nodes %s", nameList(res.serving.nodes))
 	} else {
 		fmt.Fprintf(&b, "no node serves it yet: %s", res.serving.why)
 	}

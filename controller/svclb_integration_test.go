@@ -59,6 +59,22 @@ func (e *env) node(name string, addrs ...string) string {
 	return full
 }
 
+// labelNode sets the node's test label (the node pools select e.ns).
+func (e *env) labelNode(name, value string) {
+	e.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var n corev1.Node
+		if err := e.c.Get(e.ctx, types.NamespacedName{Name: name}, &n); err != nil {
+			return err
+		}
+		n.Labels[testNodeLabel] = value
+		return e.c.Update(e.ctx, &n)
+	})
+	if err != nil {
+		e.t.Fatalf("node %s: labelling: %v", name, err)
+	}
+}
+
 func (e *env) setNodeAddrs(name string, addrs ...string) {
 	e.t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -351,6 +367,13 @@ func TestSvclbStatusFollowsNodes(t *testing.T) {
 
 	// A node's address changes.
 	e.setNodeAddrs(n1, "InternalIP=10.0.2.11")
+	e.waitIPs("web", "10.0.2.11")
+
+	// The node loses the pool's label (its pod still runs until the
+	// DaemonSet controller removes it), then gets it back.
+	e.labelNode(n1, "elsewhere")
+	e.waitIPs("web", "")
+	e.labelNode(n1, e.ns)
 	e.waitIPs("web", "10.0.2.11")
 
 	// The last ready pod turns unready: no address, and an event says why.

@@ -57,8 +57,8 @@ type serving struct {
 
 // servingNodes decides which nodes serve the Service: those with a ready
 // svclb pod of this Service (Ready condition true, not being deleted) that
-// exist and are not cordoned, and for externalTrafficPolicy Local that also
-// have a ready endpoint of the Service.
+// exist, still match the pool (selected) and are not cordoned, and for
+// externalTrafficPolicy Local that also have a ready endpoint of the Service.
 //
 // Addresses: with addressType InternalIP, the nodes' InternalIPs; otherwise
 // the nodes' ExternalIPs when any serving node has one of the Service's
@@ -68,6 +68,10 @@ func servingNodes(in servingInput) serving {
 	nodes := map[string]*corev1.Node{}
 	for i := range in.nodes {
 		nodes[in.nodes[i].Name] = &in.nodes[i]
+	}
+	selected := map[string]bool{}
+	for _, n := range in.selected {
+		selected[n] = true
 	}
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	var withEndpoint map[string]bool
@@ -96,7 +100,10 @@ func servingNodes(in servingInput) serving {
 			continue
 		}
 		n := nodes[p.Spec.NodeName]
-		if n == nil {
+		if n == nil || !selected[n.Name] {
+			// Gone, or no longer matching the pool (its pod is not
+			// evicted at once: the affinity is IgnoredDuringExecution
+			// until the DaemonSet controller removes it).
 			continue
 		}
 		if n.Spec.Unschedulable {
@@ -129,7 +136,7 @@ func servingNodes(in servingInput) serving {
 			out.nodes = serve
 			return out
 		}
-		out.why = fmt.Sprintf("nodes %s have no %s of the Service's families %v", strings.Join(serve, ", "), want, families)
+		out.why = fmt.Sprintf("nodes %s have no %s of the Service's families %v", nameList(serve), want, families)
 		out.warning = true
 		return out
 	}
@@ -138,9 +145,9 @@ func servingNodes(in servingInput) serving {
 	case len(in.selected) == 0:
 		out.why, out.warning = "no node matches the pool's node selector (and the k3s enablelb/lbpool labels)", true
 	case len(readyNodes) > 0 && local:
-		out.why = fmt.Sprintf("externalTrafficPolicy is Local and no node with a ready svclb pod (%s) has a ready endpoint of the Service", strings.Join(uniqueSorted(readyNodes), ", "))
+		out.why = fmt.Sprintf("externalTrafficPolicy is Local and no node with a ready svclb pod (%s) has a ready endpoint of the Service", nameList(uniqueSorted(readyNodes)))
 	case len(cordoned) > 0:
-		out.why = fmt.Sprintf("every node with a ready svclb pod is cordoned (%s)", strings.Join(uniqueSorted(cordoned), ", "))
+		out.why = fmt.Sprintf("every node with a ready svclb pod is cordoned (%s)", nameList(uniqueSorted(cordoned)))
 	default:
 		// Pods not created yet, starting, or replaced after a failure: one
 		// message for all of them, so that pods coming and going do not
@@ -230,6 +237,19 @@ func nodeAddrs(n *corev1.Node, t corev1.NodeAddressType) []netip.Addr {
 		}
 	}
 	return out
+}
+
+// maxListed bounds the names a message lists: a condition message holds at
+// most 32 KiB and an event note 1 KiB, and a large cluster has more nodes.
+const maxListed = 10
+
+// nameList joins names with ", ", the first maxListed of them and how many
+// more.
+func nameList(names []string) string {
+	if len(names) <= maxListed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListed], ", "), len(names)-maxListed)
 }
 
 func uniqueSorted(s []string) []string {

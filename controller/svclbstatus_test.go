@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -109,6 +110,9 @@ func TestServingNodes(t *testing.T) {
 			want: "a|10.0.0.1"},
 		{name: "pod on a node that is gone not listed", svc: svcMut(v4), selected: []string{"a"},
 			pods: []corev1.Pod{pod("p1", "a", true, ""), pod("p2", "x", true, "")}, nodes: []corev1.Node{a},
+			want: "a|10.0.0.1"},
+		{name: "node no longer matching the pool not listed", svc: svcMut(v4), selected: []string{"a"},
+			pods: []corev1.Pod{pod("p1", "a", true, ""), pod("p3", "c", true, "")}, nodes: []corev1.Node{a, c},
 			want: "a|10.0.0.1"},
 		{name: "cordoned node not listed", svc: svcMut(v4), selected: []string{"a", "c"},
 			pods: []corev1.Pod{pod("p1", "a", true, ""), pod("p3", "c", true, "")}, nodes: []corev1.Node{a, cordoned(c)},
@@ -280,6 +284,32 @@ func TestStaleDaemonSets(t *testing.T) {
 				t.Fatalf("stale %q, want %q", got, tc.out)
 			}
 		})
+	}
+}
+
+// A large cluster's node list is cut in messages (a condition message holds
+// at most 32 KiB, an event note 1 KiB).
+func TestNameListBounded(t *testing.T) {
+	var names []string
+	for i := range 2000 {
+		names = append(names, fmt.Sprintf("node-with-a-long-name-%04d", i))
+	}
+	got := svclbCondition(&svclbResult{serving: serving{nodes: names}})
+	if !strings.HasSuffix(got, "node-with-a-long-name-0009 and 1990 more") || len(got) > 400 {
+		t.Fatalf("condition %d bytes: %.200q...", len(got), got)
+	}
+	if got := nameList(names[:maxListed]); strings.Contains(got, "more") {
+		t.Fatalf("%d names cut: %q", maxListed, got)
+	}
+}
+
+func TestCutNote(t *testing.T) {
+	for _, n := range []int{0, 10, maxNote, maxNote + 1, 5000} {
+		s := strings.Repeat("é", n/2) + strings.Repeat("x", n%2)
+		got := cutNote(s)
+		if len(got) > maxNote || !utf8.ValidString(got) || (len(s) <= maxNote && got != s) || (len(s) > maxNote && !strings.HasSuffix(got, " ...")) {
+			t.Errorf("cutNote(%d bytes) = %d bytes, valid %v", len(s), len(got), utf8.ValidString(got))
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -197,15 +198,14 @@ func (r *Reconciler) svclbEvents(svc *corev1.Service, p plan, oldCond, cond *met
 	sv := p.svclb.serving
 	switch {
 	case len(sv.nodes) > 0 && !slices.Equal(oldAddrs, newAddrs):
-		r.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventServiceLBNodes, "Serve",
-			"served by nodes %s at %s", strings.Join(sv.nodes, ", "), addrsString(newAddrs))
+		r.svclbEvent(svc, corev1.EventTypeNormal, EventServiceLBNodes, "served by nodes %s at %s", nameList(sv.nodes), addrList(newAddrs))
 		r.log.Info("svclb nodes changed", "service", nn, "nodes", sv.nodes, "addresses", newAddrs)
 	case len(sv.nodes) == 0 && !said:
 		typ, reason := corev1.EventTypeNormal, EventServiceLBPending
 		if sv.warning {
 			typ, reason = corev1.EventTypeWarning, EventServiceLBNoNodes
 		}
-		r.recorder.Eventf(svc, nil, typ, reason, "Serve", "no node serves the Service yet: %s", sv.why)
+		r.svclbEvent(svc, typ, reason, "no node serves the Service yet: %s", sv.why)
 		r.log.Info("no svclb node serves the service", "service", nn, "why", sv.why)
 	}
 	// Repeated while the cause lasts; the recorder folds the repeats into
@@ -214,15 +214,43 @@ func (r *Reconciler) svclbEvents(svc *corev1.Service, p plan, oldCond, cond *met
 		r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, EventServiceLBPodFailed, "Serve", "svclb pod failed %s", f)
 	}
 	if err := p.svclb.writeErr; err != nil && (oldCond == nil || !strings.Contains(oldCond.Message, err.Error())) {
-		r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, EventServiceLBWriteFailed, "Serve",
-			"cannot write the svclb DaemonSet: %v", err)
+		r.svclbEvent(svc, corev1.EventTypeWarning, EventServiceLBWriteFailed, "cannot write the svclb DaemonSet: %v", err)
 	}
 	if len(p.svclb.problems) > 0 {
 		ps := problemsString(p.svclb.problems)
 		if oldCond == nil || !strings.Contains(oldCond.Message, ps) {
-			r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, EventServiceLBInvalid, "Serve",
-				"cannot build the svclb DaemonSet (what exists is kept): %s", ps)
+			r.svclbEvent(svc, corev1.EventTypeWarning, EventServiceLBInvalid, "cannot build the svclb DaemonSet (what exists is kept): %s", ps)
 			r.log.Warn("cannot build svclb daemonset", "service", nn, "problems", ps)
 		}
 	}
+}
+
+// addrList is addrsString bounded like nameList.
+func addrList(addrs []netip.Addr) string {
+	if len(addrs) <= maxListed {
+		return addrsString(addrs)
+	}
+	return fmt.Sprintf("%s and %d more", addrsString(addrs[:maxListed]), len(addrs)-maxListed)
+}
+
+// maxNote is the longest event note the API server accepts (events.k8s.io/v1).
+const maxNote = 1024
+
+// svclbEvent records a ServiceLB event, its note cut to what the API server
+// accepts (a long scheduler message or many problems would lose the event).
+func (r *Reconciler) svclbEvent(svc *corev1.Service, typ, reason, format string, args ...any) {
+	r.recorder.Eventf(svc, nil, typ, reason, "Serve", "%s", cutNote(fmt.Sprintf(format, args...)))
+}
+
+// cutNote cuts s to maxNote bytes, on a rune boundary, marking the cut.
+func cutNote(s string) string {
+	if len(s) <= maxNote {
+		return s
+	}
+	const mark = " ..."
+	cut := maxNote - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }

@@ -5,7 +5,8 @@
 #    lab used to (`phase STEP || return 1`, where bash ignores errexit inside STEP);
 #  - try_phase reports a failed step and lets the caller go on; phase keeps the variables a step sets;
 #  - a daemon is stopped by PID only while the PID is still the process the lab started;
-#  - `lab herald-up` installs the speaker DaemonSet only with LAB_SPEAKER=1, with NET_RAW and NET_ADMIN only;
+#  - `lab herald-up` installs the speaker DaemonSet only with LAB_SPEAKER=1, with NET_RAW and NET_ADMIN only, and
+#    the controller with the Herald image for its svclb pods;
 #  - the address plan: dual-stack by default (both families in the Kubernetes flags and the CNI config, per-node
 #    IPv6 pod CIDRs inside the cluster's /56 and distinct), IPv4 only with LAB_IPV6=0.
 # LAB_LIB=DIR tests the library in DIR instead (e.g. an older version of e2e/lab/lib).
@@ -227,7 +228,8 @@ if [ "$off_status" != 0 ] || [ "$status" != 0 ] || echo "$off" | grep -q 'kind: 
 	! grep -q 'name: herald-speaker' "$on" || ! grep -q 'rollout status ds/herald-speaker' "$on" ||
 	! grep -q 'image: localhost/herald:test' "$on" || ! grep -qF 'args: [speaker, --node-name=$(NODE_NAME), --memberlist-profile=fast]' "$on" ||
 	! grep -q 'hostNetwork: true' "$on" || [ "$caps" != "$(printf 'drop:[ALL]\nadd:[NET_RAW,NET_ADMIN]')" ] ||
-	grep -q 'privileged: true' "$on" || ! grep -q 'delete daemonset herald-speaker' "$on"; then
+	grep -q 'privileged: true' "$on" || ! grep -q 'delete daemonset herald-speaker' "$on" ||
+	! grep -qF 'args: [controller, --leader-elect=false, --svclb-image=localhost/herald:test, --svclb-image-pull-policy=Never]' "$on"; then
 	fail "herald-up with and without LAB_SPEAKER (status $off_status, $status; capabilities: $caps):"
 	{
 		echo "--- LAB_SPEAKER=0:"
@@ -236,7 +238,7 @@ if [ "$off_status" != 0 ] || [ "$status" != 0 ] || echo "$off" | grep -q 'kind: 
 		cat "$on"
 	} | sed 's/^/      /'
 else
-	pass "lab herald-up installs the speaker only with LAB_SPEAKER=1: Herald image, hostNetwork, NET_RAW + NET_ADMIN only"
+	pass "lab herald-up installs the speaker only with LAB_SPEAKER=1: Herald image, hostNetwork, NET_RAW + NET_ADMIN only; the controller's svclb pods run the Herald image"
 fi
 # LAB_MEMBERLIST_PROFILE reaches the speaker's flags; a profile the speaker does not know is refused before kubectl
 # is called at all.
