@@ -50,20 +50,28 @@ func specView(svc *corev1.Service, nsLabels map[string]string) ipam.Service {
 }
 
 // wantedIngress is the status.loadBalancer.ingress for an assignment (none
-// for a node-address pool: those come from the nodes, addrsIngress).
+// for a node-address pool: those come from the nodes, nodeIngress).
 func wantedIngress(a ipam.Assignment) []corev1.LoadBalancerIngress {
-	return addrsIngress(a.Addrs)
+	return addrsIngress(a.Addrs, corev1.LoadBalancerIPModeVIP)
+}
+
+// nodeIngress lists the node addresses that serve a Service of a
+// node-address pool, with ipMode Proxy: traffic to them must reach the
+// node and its svclb pod (hostPort), which forwards it. With VIP, kube-proxy
+// would take the nodes' own address and port as the Service's and bypass the
+// svclb pods (their source ranges, and the readiness the status follows).
+func nodeIngress(addrs []netip.Addr) []corev1.LoadBalancerIngress {
+	return addrsIngress(addrs, corev1.LoadBalancerIPModeProxy)
 }
 
 // addrsIngress is the status.loadBalancer.ingress listing addrs.
-func addrsIngress(addrs []netip.Addr) []corev1.LoadBalancerIngress {
+func addrsIngress(addrs []netip.Addr, mode corev1.LoadBalancerIPMode) []corev1.LoadBalancerIngress {
 	if len(addrs) == 0 {
 		return nil
 	}
-	vip := corev1.LoadBalancerIPModeVIP
 	out := make([]corev1.LoadBalancerIngress, len(addrs))
 	for i, ad := range addrs {
-		out[i] = corev1.LoadBalancerIngress{IP: ad.String(), IPMode: &vip}
+		out[i] = corev1.LoadBalancerIngress{IP: ad.String(), IPMode: &mode}
 	}
 	return out
 }

@@ -96,6 +96,9 @@ func TestIngress(t *testing.T) {
 	if wantedIngress(ipam.Assignment{Pool: "nodes", NodeAddresses: true}) != nil {
 		t.Error("a node-address assignment writes no ingress")
 	}
+	if n := nodeIngress(asg.Addrs); len(n) != 2 || n[0].IP != "fd00::1" || *n[0].IPMode != corev1.LoadBalancerIPModeProxy {
+		t.Errorf("nodeIngress = %+v, want the addresses with ipMode Proxy", n)
+	}
 	svc := lbService(func(s *corev1.Service) { s.Status.LoadBalancer.Ingress = want })
 	if !ingressEqual(svc.Status.LoadBalancer.Ingress, want) {
 		t.Error("equal ingress reported different")

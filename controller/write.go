@@ -45,7 +45,7 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, p plan) err
 	cond := wantCondition(svc, p)
 	ingress := wantedIngress(p.asg)
 	if p.asg.NodeAddresses && p.svclb != nil {
-		ingress = addrsIngress(p.svclb.serving.addrs)
+		ingress = nodeIngress(p.svclb.serving.addrs)
 	}
 	if p.clear {
 		ingress = nil
