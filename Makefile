@@ -26,7 +26,7 @@ SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/lib_test.sh e2e/
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -37,6 +37,14 @@ build:
 ## test: unit tests with the race detector
 test:
 	$(GO) test -race -count=1 ./...
+
+## test-bfd-hook: the BGP session manager's BFD hook against FRR (bgpd + bfdd) in namespaces (root): BFD_ROUNDS
+## (default 3) silent path cuts with 300 ms x 3 and 50 ms x 3, each followed by the issue's 60 s without a flap;
+## prints the cut -> route gone at FRR figures (lines BFD-HOOK)
+BFD_ROUNDS ?= 3
+test-bfd-hook:
+	HERALD_BFD_STABLE=60s HERALD_BFD_ROUNDS=$(BFD_ROUNDS) $(GO) test -count=1 -timeout 30m -run '^TestBFDRouters$$' -v ./announce/bgp/ \
+	  | grep -E 'BFD-HOOK|^(ok|FAIL|--- )|bfd_routers_test.go:[0-9]+: [^=t]'
 
 ## kube-bin: build (once, cached) the kube-apiserver and etcd the integration tests run
 kube-bin:

@@ -209,5 +209,13 @@ func configObjects(objs config.Objects) []configObject {
 			},
 			func() int64 { return o.Status.LastValidGeneration }})
 	}
+	for i := range objs.BFDProfiles {
+		o := &objs.BFDProfiles[i]
+		out = append(out, configObject{o, config.KindBFDProfile, &o.Status.Conditions,
+			func() bool {
+				return record(*o.Spec.DeepCopy(), &o.Status.LastValidSpec, &o.Status.LastValidGeneration, o.Generation)
+			},
+			func() int64 { return o.Status.LastValidGeneration }})
+	}
 	return out
 }

@@ -243,6 +243,7 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 		Watches(&v1beta1.BGPAdvertisement{}, toConfig, specOrLabels).
 		Watches(&v1beta1.BGPPeer{}, toConfig, specOrLabels).
 		Watches(&v1beta1.Community{}, toConfig, specOrLabels).
+		Watches(&v1beta1.BFDProfile{}, toConfig, specOrLabels).
 		// Hands the reconciler its queue: start-up, configuration changes
 		// and freed addresses enqueue the Services they planned.
 		WatchesRawSource(source.Func(r.setQueue)).

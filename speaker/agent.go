@@ -31,6 +31,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/herald-lb/herald/announce/bfd"
 	"github.com/herald-lb/herald/announce/bgp"
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
@@ -91,6 +92,10 @@ type Options struct {
 	Announcer Announcer
 	// BGP carries out the BGP plan; nil: an embedded GoBGP (bgp.New).
 	BGP BGPApplier
+	// BFD reports the BFD sessions beside the BGP sessions (events,
+	// metrics); nil with BGP nil: the bfd.Manager made for the embedded
+	// GoBGP; nil with BGP set: none.
+	BFD BFDStatus
 	// BGPCloseTimeout bounds the withdraw and Cease on stop (default 2s).
 	BGPCloseTimeout time.Duration
 
@@ -140,6 +145,8 @@ type Agent struct {
 	ml       *members.Members
 	ann      Announcer
 	bgp      BGPApplier
+	bfd      BFDStatus
+	bfdClose func() // closes the BFD manager the agent made
 	met      *metrics
 
 	kick  chan struct{}
@@ -277,13 +284,19 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	if a.ann == nil {
 		a.ann = NewL2Announcer(log.With("component", "l2"), o.ExcludeInterfaces)
 	}
-	a.bgp = o.BGP
+	a.bgp, a.bfd = o.BGP, o.BFD
 	if a.bgp == nil {
-		a.bgp = bgp.New(bgp.Options{Logger: log.With("component", "bgp")})
+		bm := bfd.New(bfd.Options{Logger: log})
+		a.bfd, a.bfdClose = bm, bm.Close
+		a.bgp = bgp.New(bgp.Options{Logger: log.With("component", "bgp"), BFD: bm})
 	}
 	a.met = newMetrics(o.Registerer, a.ann, ml, a.bgpSessions)
+	o.Registerer.MustRegister(newBFDCollector(a.bfd, a.bgpPeerNames))
 	fail := func(err error) (*Agent, error) {
 		_ = a.bgp.Close(context.Background())
+		if a.bfdClose != nil {
+			a.bfdClose()
+		}
 		_ = a.ann.Close()
 		_ = ml.Shutdown()
 		return nil, err
@@ -304,6 +317,11 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	}
 	if err := mgr.Add(manager.RunnableFunc(a.watchBGP)); err != nil {
 		return fail(err)
+	}
+	if a.bfd != nil {
+		if err := mgr.Add(manager.RunnableFunc(a.watchBFD)); err != nil {
+			return fail(err)
+		}
 	}
 	log.Info("speaker ready to start", "memberlist", ml.Addr().String(), "encrypted", key != nil,
 		"profile", o.Profile, "namespace", o.Namespace, "onlyClass", o.OnlyClass)
@@ -330,6 +348,9 @@ func (a *Agent) stop() {
 		a.log.Warn("closing the BGP sessions", "error", err)
 	}
 	cancel()
+	if a.bfdClose != nil {
+		a.bfdClose()
+	}
 	if err := a.ann.Close(); err != nil {
 		a.log.Warn("closing the responders", "error", err)
 	}
@@ -401,7 +422,7 @@ func (a *Agent) watched() []client.Object {
 	return []client.Object{
 		&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{},
 		&v1beta1.IPAddressPool{}, &v1beta1.L2Advertisement{}, &v1beta1.BGPAdvertisement{},
-		&v1beta1.BGPPeer{}, &v1beta1.Community{}, &v1beta1.ServiceL2Status{}, &corev1.Secret{},
+		&v1beta1.BGPPeer{}, &v1beta1.Community{}, &v1beta1.BFDProfile{}, &v1beta1.ServiceL2Status{}, &corev1.Secret{},
 	}
 }
 

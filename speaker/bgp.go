@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/herald-lb/herald/announce/bfd"
 	"github.com/herald-lb/herald/announce/bgp"
 	"github.com/herald-lb/herald/speaker/plan"
 )
@@ -98,6 +99,10 @@ func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(plan.Secr
 		if s.EBGPMultiHop && s.MyASN != s.PeerASN {
 			p.EBGPMultihopTTL = 255
 		}
+		if s.BFD.Name != "" {
+			p.BFD = &bfd.Profile{ReceiveInterval: s.BFD.ReceiveInterval, TransmitInterval: s.BFD.TransmitInterval,
+				DetectMultiplier: s.BFD.DetectMultiplier, Passive: s.BFD.PassiveMode}
+		}
 		if s.PasswordSecret != (plan.SecretRef{}) {
 			pw, err := password(s.PasswordSecret)
 			if err != nil {
@@ -108,7 +113,7 @@ func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(plan.Secr
 			p.Password = pw
 		}
 		byName[s.Name] = len(st.desired.Peers)
-		st.names[p.Address] = bgpPeerInfo{name: s.Name, md5: p.Password != ""}
+		st.names[p.Address] = bgpPeerInfo{name: s.Name, md5: p.Password != "", bfdProfile: s.BFD.Name}
 		st.desired.Peers = append(st.desired.Peers, p)
 	}
 	for _, r := range d.Routes {
@@ -222,9 +227,10 @@ func (a *Agent) password(ctx context.Context, ref plan.SecretRef) (string, error
 // bgpPeerInfo is what the metrics and events say about a session beside
 // its state.
 type bgpPeerInfo struct {
-	name     string // the BGPPeer
-	prefixes int    // advertised to it
-	md5      bool   // the session has a TCP MD5 password
+	name       string // the BGPPeer
+	prefixes   int    // advertised to it
+	md5        bool   // the session has a TCP MD5 password
+	bfdProfile string // the BFDProfile of the session, "" for none
 }
 
 // bgpSession is one session as the metrics report it.

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/announce/bfd"
 	"github.com/herald-lb/herald/announce/bgp"
+	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/speaker/plan"
 )
 
@@ -144,6 +146,40 @@ func TestBuildBGP(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "BFD profiles: each session with its own, none without",
+			in: plan.BGPDesired{
+				Sessions: []plan.BGPSession{
+					func() plan.BGPSession {
+						s := sess("fast", "10.0.0.1")
+						s.BFD = config.BFDProfile{Name: "fast", ReceiveInterval: 50 * time.Millisecond, TransmitInterval: 60 * time.Millisecond,
+							DetectMultiplier: 4, PassiveMode: true}
+						return s
+					}(),
+					func() plan.BGPSession {
+						s := sess("default", "10.0.0.2")
+						s.BFD = config.BFDProfile{Name: "default", ReceiveInterval: 300 * time.Millisecond, TransmitInterval: 300 * time.Millisecond,
+							DetectMultiplier: 3}
+						return s
+					}(),
+					sess("none", "10.0.0.3"),
+				},
+			},
+			addrs: node,
+			want:  want{peers: map[string][]string{"10.0.0.1": nil, "10.0.0.2": nil, "10.0.0.3": nil}},
+			check: func(t *testing.T, d bgp.Desired) {
+				want := []*bfd.Profile{
+					{ReceiveInterval: 50 * time.Millisecond, TransmitInterval: 60 * time.Millisecond, DetectMultiplier: 4, Passive: true},
+					{ReceiveInterval: 300 * time.Millisecond, TransmitInterval: 300 * time.Millisecond, DetectMultiplier: 3},
+					nil,
+				}
+				for i, p := range d.Peers {
+					if !reflect.DeepEqual(p.BFD, want[i]) {
+						t.Errorf("peer %v: BFD %+v, want %+v", p.Address, p.BFD, want[i])
+					}
+				}
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := buildBGP(tc.in, tc.addrs, pw)
@@ -154,7 +190,8 @@ func TestBuildBGP(t *testing.T) {
 					ps = append(ps, a.Prefix.String())
 				}
 				got[p.Address.String()] = ps
-				if info := st.names[p.Address]; info.prefixes != len(p.Advertisements) || info.name == "" || info.md5 != (p.Password != "") {
+				if info := st.names[p.Address]; info.prefixes != len(p.Advertisements) || info.name == "" || info.md5 != (p.Password != "") ||
+					(info.bfdProfile != "") != (p.BFD != nil) {
 					t.Errorf("names[%s] = %+v", p.Address, st.names[p.Address])
 				}
 			}
@@ -199,6 +236,26 @@ func TestSessionDownReason(t *testing.T) {
 		}
 		if (tc.want == "") != (got == tc.err) || !strings.Contains(got, tc.want) {
 			t.Errorf("%q (md5 %v): %q, want it to contain %q", tc.err, tc.md5, got, tc.want)
+		}
+	}
+}
+
+func TestBFDDownReason(t *testing.T) {
+	for _, tc := range []struct {
+		ev   bfd.Event
+		want string
+	}{
+		{bfd.Event{Diag: bfd.DiagControlDetectExpired, Failure: true},
+			"BFD down: control detection time expired; the BGP session is reset"},
+		{bfd.Event{Diag: bfd.DiagNeighborDown, RemoteDiag: bfd.DiagControlDetectExpired, Failure: true, HoldDown: 2 * time.Second},
+			"BFD down: neighbor signaled session down (the router's diagnostic: control detection time expired); the BGP session is reset; flapping: held down for 2s"},
+		{bfd.Event{Diag: bfd.DiagNeighborDown, RemoteDiag: bfd.DiagAdminDown},
+			"BFD down: neighbor signaled session down (the router's diagnostic: administratively down); not a path failure, the BGP session is kept"},
+		{bfd.Event{Diag: bfd.DiagNeighborDown, PeerRestarted: true},
+			"BFD down: neighbor signaled session down (the router started a new BFD session); not a path failure, the BGP session is kept"},
+	} {
+		if got := bfdDownReason(tc.ev); got != tc.want {
+			t.Errorf("%+v:\n got %q\nwant %q", tc.ev, got, tc.want)
 		}
 	}
 }

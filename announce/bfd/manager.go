@@ -355,7 +355,8 @@ func (m *Manager) carryOut(s *msession, out Output) {
 			lvl = slog.LevelWarn
 		}
 		m.log.Log(context.Background(), lvl, "session state changed", "peer", s.peer, "local", s.local, "from", ev.Old.String(),
-			"to", ev.New.String(), "diag", ev.Diag.String(), "failure", ev.Failure, "hold_down", ev.HoldDown)
+			"to", ev.New.String(), "diag", ev.Diag.String(), "remote_diag", ev.RemoteDiag.String(), "failure", ev.Failure,
+			"peer_restarted", ev.PeerRestarted, "hold_down", ev.HoldDown)
 		m.publish(PeerEvent{Peer: s.peer, Local: s.local, Event: ev})
 	}
 }

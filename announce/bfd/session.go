@@ -77,7 +77,8 @@ type Event struct {
 	// Diag is the local diagnostic after the change.
 	Diag Diag
 	// Failure is set when the session left Up because the path failed:
-	// the detection time expired, or the peer said Down. It is not set
+	// the detection time expired, or the peer said Down for a reason of
+	// the path (see RemoteDiag and PeerRestarted). It is not set
 	// when the peer said AdminDown (RFC 5882 3.2: the peer is taking the
 	// session down on purpose, which says nothing about the path, so the
 	// client protocol must not be torn down) or when the local side went
@@ -86,7 +87,17 @@ type Event struct {
 	// HoldDown is how long the session is held Down by damping (zero when
 	// it is not).
 	HoldDown time.Duration
-	At       time.Time
+	// PeerRestarted is set when the session left Up because the peer
+	// started a new session (a Down with a discriminator other than the
+	// one known and no Your Discriminator): the peer re-created its
+	// session, the path works; not a failure.
+	PeerRestarted bool
+	// RemoteDiag is the peer's diagnostic when the session left Up
+	// because the peer said Down: the peer's reason (a detection time
+	// that expired there is a failure; a Down that says we signalled
+	// Down, which we did not, or AdminDown is not).
+	RemoteDiag Diag
+	At         time.Time
 }
 
 // Output is what a call into the session asks its caller to do: send
@@ -332,6 +343,17 @@ func (s *Session) Receive(p Packet, now time.Time) Output {
 		return out
 	}
 	s.stats.Received++
+	// A Down from the peer that names no session of ours and carries a
+	// discriminator other than the one we know is a new session the peer
+	// started: the path evidently works, so leaving Up for it is not a
+	// failure.
+	restarted := p.State == StateDown && p.YourDiscriminator == 0 && s.remoteDisc != 0 && p.MyDiscriminator != s.remoteDisc
+	// Neither is a Down whose diagnostic says that we signalled Down (we
+	// are Up and did not) or that the peer went AdminDown: the peer is
+	// taking its session down for a reason of its own. FRR's bfdd does
+	// this when bgpd deletes a session to re-create it with the BGP
+	// session's source address, the moment the BGP session comes up.
+	notPath := restarted || p.Diag == DiagNeighborDown || p.Diag == DiagAdminDown
 	s.remoteDisc = p.MyDiscriminator
 	s.remoteState = p.State
 	s.remoteMinRx = time.Duration(p.RequiredMinRxInterval) * time.Microsecond
@@ -366,7 +388,9 @@ func (s *Session) Receive(p Packet, now time.Time) Output {
 		}
 	case s.state == StateUp:
 		if p.State == StateDown {
-			out.add(s.transition(StateDown, DiagNeighborDown, false, now))
+			out.add(s.transition(StateDown, DiagNeighborDown, notPath, now))
+			ev := &out.Events[len(out.Events)-1]
+			ev.PeerRestarted, ev.RemoteDiag = restarted, p.Diag
 		}
 	}
 	if p.Poll {
@@ -384,7 +408,8 @@ func (s *Session) Receive(p Packet, now time.Time) Output {
 }
 
 // transition moves the session to state and applies the timers of the new
-// state. remoteAdmin tells that the peer said AdminDown.
+// state. remoteAdmin tells that the peer said AdminDown, or started a new
+// session: leaving Up is then neither a failure nor a flap.
 func (s *Session) transition(to State, diag Diag, remoteAdmin bool, now time.Time) Output {
 	from := s.state
 	s.state = to

@@ -59,6 +59,65 @@ func into(t *testing.T, s *Session, st State, now time.Time) {
 
 // TestSessionReceiveTransitions: every (local state, received state) pair
 // of RFC 5880 6.8.6.
+// A Down from the peer while Up is a failure when the peer's diagnostic
+// is one of the path (or none). It is not when the peer started a new
+// session (a new discriminator, no Your Discriminator), says we signalled
+// Down (we did not) or says AdminDown — FRR's bfdd sends such a Down when
+// bgpd re-creates its session the moment the BGP session comes up. The
+// session goes Down all the same, but that is neither a failure nor a
+// flap.
+func TestSessionPeerSaysDown(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		my, your  uint32
+		diag      Diag
+		failure   bool
+		restarted bool
+	}{
+		{"the known session says Down", remoteDisc, 0, DiagNone, true, false},
+		{"the known session says Down naming ours", remoteDisc, localDisc, DiagNone, true, false},
+		{"the peer's detection time expired", remoteDisc, localDisc, DiagControlDetectExpired, true, false},
+		{"the peer's path is down", remoteDisc, localDisc, DiagPathDown, true, false},
+		{"a new session says Down", remoteDisc + 1, 0, DiagNone, false, true},
+		{"the peer says we signalled Down", remoteDisc, localDisc, DiagNeighborDown, false, false},
+		{"Down with the AdminDown diagnostic", remoteDisc, localDisc, DiagAdminDown, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestSession(t, Timers{}, nil)
+			into(t, s, StateUp, t0)
+			p := peer(StateDown, tc.your)
+			p.MyDiscriminator, p.Diag = tc.my, tc.diag
+			out := s.Receive(p, t0.Add(ms(10)))
+			if len(out.Events) != 1 || out.Events[0].New != StateDown || out.Events[0].Failure != tc.failure ||
+				out.Events[0].PeerRestarted != tc.restarted || out.Events[0].Diag != DiagNeighborDown || out.Events[0].RemoteDiag != tc.diag {
+				t.Fatalf("events %+v, want Up->Down diag 3 with failure %v, restarted %v, remote diag %v", out.Events, tc.failure, tc.restarted, tc.diag)
+			}
+			if tc.failure {
+				return
+			}
+			// Not counted as a flap: ten in a row are never held down.
+			my := tc.my
+			for i := 0; i < 10; i++ {
+				now := t0.Add(ms(100 * (i + 1)))
+				p := peer(StateInit, localDisc)
+				p.MyDiscriminator = my
+				s.Receive(p, now)
+				if s.State() != StateUp {
+					t.Fatalf("round %d: not Up again: %v (%+v)", i, s.State(), s.Status())
+				}
+				p = peer(StateDown, tc.your)
+				if tc.restarted {
+					my++
+				}
+				p.MyDiscriminator, p.Diag = my, tc.diag
+				if out := s.Receive(p, now.Add(ms(10))); len(out.Events) != 1 || out.Events[0].Failure || out.Events[0].HoldDown != 0 {
+					t.Fatalf("round %d: %+v", i, out.Events)
+				}
+			}
+		})
+	}
+}
+
 func TestSessionReceiveTransitions(t *testing.T) {
 	type want struct {
 		state   State

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/herald-lb/herald/announce/bfd"
 )
 
 // Desired is the whole state the Manager converges to: the sessions to keep
@@ -63,6 +65,11 @@ type Peer struct {
 	NextHopV4, NextHopV6 netip.Addr
 	// Advertisements are the prefixes to advertise to this peer, each once.
 	Advertisements []Advertisement
+	// BFD, when not nil, runs a single-hop BFD session with the router
+	// (announce/bfd) beside the BGP session: when it goes down by a path
+	// failure while the BGP session is established, the session is reset
+	// at once. nil: no BFD. Changing it never re-creates the BGP session.
+	BFD *bfd.Profile
 }
 
 // DefaultConnectRetry is the wait between connection attempts when
@@ -225,6 +232,11 @@ func (d *Desired) Validate() error {
 		if p.ConnectRetry < 0 || p.ConnectRetry%time.Second != 0 {
 			bad("connect retry %v: want whole seconds", p.ConnectRetry)
 		}
+		if p.BFD != nil {
+			if err := p.BFD.Validate(); err != nil {
+				bad("BFD profile: %v", err)
+			}
+		}
 		if len(p.Password) > 80 {
 			bad("password longer than 80 bytes (TCP MD5 key limit)")
 		}
@@ -276,6 +288,10 @@ func normalize(d Desired) Desired {
 		}
 		if p.Port == 0 {
 			p.Port = 179
+		}
+		if p.BFD != nil {
+			b := *p.BFD // the caller's value is not shared
+			p.BFD = &b
 		}
 		ads := make([]Advertisement, len(p.Advertisements))
 		for j, a := range p.Advertisements {

@@ -3,6 +3,8 @@ package bgp
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/herald-lb/herald/announce/bfd"
 )
 
 // Route is one advertisement resolved for one session: the next hop is
@@ -47,11 +49,29 @@ type Plan struct {
 	// Update lists the kept sessions whose routes change; a kept session
 	// with no route change is not listed.
 	Update []PeerRoutes
+	// BFD lists the kept sessions whose BFD profile is added, changed or
+	// removed: the BFD session changes, the BGP session is kept.
+	BFD []PeerBFD
+}
+
+// PeerBFD is the new BFD profile of a kept session; a nil Profile removes
+// its BFD session.
+type PeerBFD struct {
+	Peer    netip.Addr
+	Profile *bfd.Profile
 }
 
 // Empty reports whether the plan changes nothing.
 func (p *Plan) Empty() bool {
-	return len(p.Remove) == 0 && len(p.Add) == 0 && len(p.Update) == 0
+	return len(p.Remove) == 0 && len(p.Add) == 0 && len(p.Update) == 0 && len(p.BFD) == 0
+}
+
+// bfdEqual reports whether two (normalized) peers run the same BFD.
+func bfdEqual(a, b *bfd.Profile) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // PeerRoutes are the route changes of one kept session.
@@ -66,7 +86,7 @@ type PeerRoutes struct {
 
 // sessionEqual reports whether two peers can share one session: every
 // setting that is negotiated or fixed when the session opens is the same.
-// Next hops and advertisements are not session settings.
+// Next hops, advertisements and the BFD profile are not session settings.
 func sessionEqual(ga Global, a *Peer, gb Global, b *Peer) bool {
 	return a.Address == b.Address && a.ASN == b.ASN && a.localASN(ga) == b.localASN(gb) &&
 		ga.RouterID == gb.RouterID && ga.ListenPort == gb.ListenPort &&
@@ -100,6 +120,9 @@ func Diff(old, next Desired) Plan {
 			if u := diffRoutes(routes(old.Global, op), routes(next.Global, np)); len(u.Add)+len(u.Update)+len(u.Withdraw) > 0 {
 				u.Peer = np.Address
 				plan.Update = append(plan.Update, u)
+			}
+			if !bfdEqual(op.BFD, np.BFD) {
+				plan.BFD = append(plan.BFD, PeerBFD{Peer: np.Address, Profile: np.BFD})
 			}
 		}
 	}

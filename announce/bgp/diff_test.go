@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/herald-lb/herald/announce/bfd"
 )
 
 var (
@@ -57,6 +59,13 @@ func summary(p Plan) string {
 		}
 		for _, w := range u.Withdraw {
 			fmt.Fprintf(&b, " -%v", w)
+		}
+	}
+	for _, u := range p.BFD {
+		if u.Profile == nil {
+			fmt.Fprintf(&b, " bfd %v: none", u.Peer)
+		} else {
+			fmt.Fprintf(&b, " bfd %v: %v/%v x%d", u.Peer, u.Profile.ReceiveInterval, u.Profile.TransmitInterval, u.Profile.DetectMultiplier)
 		}
 	}
 	return b.String()
@@ -115,6 +124,20 @@ func TestDiff(t *testing.T) {
 		{"new peer added, others untouched", base(), edit(func(d *Desired) {
 			d.Peers = append(d.Peers, Peer{Address: rtr6, ASN: 64502, Advertisements: []Advertisement{{Prefix: pfx6}}})
 		}), "remove=[] recreate=[] add=[ 2001:db8::3(1) ]"},
+		{"BFD added to a kept session: the BGP session is kept", base(), edit(func(d *Desired) { d.Peers[0].BFD = &bfd.DefaultProfile }),
+			"remove=[] recreate=[] add=[ ] bfd 192.0.2.2: 300ms/300ms x3"},
+		{"BFD profile changed: only the BFD session changes", withBFD(bfd.DefaultProfile), withBFD(fastBFD),
+			"remove=[] recreate=[] add=[ ] bfd 192.0.2.2: 50ms/50ms x3"},
+		{"the same BFD profile from another pointer is no change", withBFD(fastBFD), withBFD(fastBFD), "remove=[] recreate=[] add=[ ]"},
+		{"BFD removed: the BGP session is kept", withBFD(fastBFD), base(), "remove=[] recreate=[] add=[ ] bfd 192.0.2.2: none"},
+		{"BFD and a route change together", base(), edit(func(d *Desired) {
+			d.Peers[1].BFD = &fastBFD
+			d.Peers[1].Advertisements = nil
+		}), "remove=[] recreate=[] add=[ ] 192.0.2.3: -203.0.113.10/32 bfd 192.0.2.3: 50ms/50ms x3"},
+		{"a re-created peer takes its BFD profile along (not listed apart)", withBFD(bfd.DefaultProfile), edit(func(d *Desired) {
+			d.Peers[0].BFD = &fastBFD
+			d.Peers[0].Password = "x"
+		}), "remove=[192.0.2.2] recreate=[192.0.2.2] add=[ 192.0.2.2(2) ]"},
 		{"everything to nothing", base(), Desired{}, "remove=[192.0.2.2 192.0.2.3] recreate=[] add=[ ]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,6 +148,25 @@ func TestDiff(t *testing.T) {
 				t.Errorf("Diff(next, next) is not empty: %s", summary(p))
 			}
 		})
+	}
+}
+
+var fastBFD = bfd.Profile{ReceiveInterval: 50 * time.Millisecond, TransmitInterval: 50 * time.Millisecond, DetectMultiplier: 3}
+
+// withBFD is base() with a BFD profile on its first peer (a copy).
+func withBFD(p bfd.Profile) Desired {
+	return edit(func(d *Desired) { d.Peers[0].BFD = &p })
+}
+
+// normalize copies the profile: a caller changing its value later changes
+// nothing applied.
+func TestNormalizeCopiesBFDProfile(t *testing.T) {
+	p := fastBFD
+	d := edit(func(d *Desired) { d.Peers[0].BFD = &p })
+	n := normalize(d)
+	p.DetectMultiplier = 9
+	if n.Peers[0].BFD == &p || n.Peers[0].BFD.DetectMultiplier != 3 {
+		t.Errorf("normalize shares the caller's BFD profile: %+v", n.Peers[0].BFD)
 	}
 }
 
@@ -180,6 +222,9 @@ func TestValidate(t *testing.T) {
 			d.Peers[1].Advertisements = append(d.Peers[1].Advertisements, Advertisement{Prefix: pfxA})
 		}), "advertised twice"},
 		{"listen port with several peers needs sources", edit(func(d *Desired) { d.Global.ListenPort = 1179 }), "listen port"},
+		{"a valid BFD profile", withBFD(bfd.DefaultProfile), ""},
+		{"a BFD profile without multiplier", withBFD(bfd.Profile{ReceiveInterval: time.Second, TransmitInterval: time.Second}),
+			"bgp peer 192.0.2.2: BFD profile: detect multiplier is zero"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.d.Validate()

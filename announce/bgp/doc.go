@@ -60,6 +60,17 @@
 // active. With a port, each peer's server listens on the peer's
 // SourceAddress (required, and distinct, when there are several peers).
 //
+// # BFD
+//
+// A Peer with a BFD profile gets a single-hop BFD session (announce/bfd)
+// once its BGP session has been established, from the connection's local
+// address. When that BFD session goes down because the path failed while
+// the BGP session is established, the session is hard-reset at once
+// (ResetPeer, LastError "BFD down: ...", PeerStatus.BFDResets) and
+// reconnects after IdleHoldAfterReset. BFD never keeps BGP down: a BFD
+// session that cannot come up changes nothing. A changed or removed
+// profile changes only the BFD session; Close removes them all.
+//
 // # Observability
 //
 // Peers returns each session's state, uptime and last error; Watch

@@ -83,9 +83,10 @@ func apiPeer(p *Peer) *api.Peer {
 			HoldTime:          uint64(p.HoldTime / time.Second),
 			KeepaliveInterval: uint64(p.KeepaliveTime / time.Second),
 			ConnectRetry:      uint64(p.ConnectRetry / time.Second),
-			// After a session fails GoBGP waits this long before it tries
-			// again; the connect retry time is our one knob for that wait.
-			IdleHoldTimeAfterReset: uint64(p.ConnectRetry / time.Second),
+			// The wait in Idle after a ResetPeer (the BFD hook's reset)
+			// before the session connects again: short, so it returns as
+			// soon as the path heals (GoBGP's default is 30 s).
+			IdleHoldTimeAfterReset: uint64(IdleHoldAfterReset / time.Second),
 		}},
 		Transport: &api.Transport{RemotePort: uint32(p.Port)},
 		AfiSafis: []*api.AfiSafi{

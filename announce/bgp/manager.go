@@ -13,6 +13,8 @@ import (
 
 	api "github.com/osrg/gobgp/v3/api"
 	"github.com/osrg/gobgp/v3/pkg/server"
+
+	"github.com/herald-lb/herald/announce/bfd"
 )
 
 // Options configure a Manager.
@@ -24,6 +26,12 @@ type Options struct {
 	// withdrawing its routes and sending the Cease NOTIFICATION, so the
 	// UPDATE leaves before the session closes; default 50ms.
 	WithdrawFlush time.Duration
+	// BFD runs the BFD sessions of the peers that have a BFD profile; nil:
+	// the Manager makes one when a peer first needs it (and closes it in
+	// Close). A BFD manager given here is not closed by Close, only the
+	// sessions the Manager added to it are removed; it must not have other
+	// sessions with the same routers.
+	BFD *bfd.Manager
 }
 
 // PeerStatus is the observable state of one session.
@@ -41,6 +49,9 @@ type PeerStatus struct {
 	// LastErrorAt when it was seen. It is kept after the session recovers.
 	LastError   string
 	LastErrorAt time.Time
+	// BFDResets counts the resets of the session because its BFD session
+	// went down (each also sets LastError to "BFD down: <diagnostic>").
+	BFDResets int
 	// Removed is set in the last event of a peer that was removed.
 	Removed bool
 }
@@ -48,14 +59,23 @@ type PeerStatus struct {
 // Manager owns one GoBGP server per peer and converges them to the desired
 // state given to Set. Its methods are safe for concurrent use.
 type Manager struct {
-	log   *slog.Logger
-	flush time.Duration
+	log     *slog.Logger
+	baseLog *slog.Logger // without the component attribute
+	flush   time.Duration
 
 	mu       sync.Mutex // serializes Set and Close
 	global   Global
 	sessions map[netip.Addr]*session
 	pool     map[serverKey][]*gserver // started servers without a neighbour
 	closed   bool
+	// The BFD hook (bfdhook.go): the BFD manager, whether it is ours to
+	// close, its subscription, and the BFD sessions added (peer -> local
+	// address).
+	bfd       *bfd.Manager
+	bfdOwned  bool
+	bfdCancel func()
+	bfdPeers  map[netip.Addr]netip.Addr
+	bfdKick   chan struct{}
 
 	smu        sync.Mutex // status and subscribers; never held across GoBGP calls
 	status     map[netip.Addr]*peerState
@@ -81,6 +101,10 @@ type session struct {
 type peerState struct {
 	owner *session
 	st    PeerStatus
+	// local is the local address of the established connection (kept
+	// after it closes); bfdResetAt when the BFD hook last reset it.
+	local      netip.Addr
+	bfdResetAt time.Time
 }
 
 // New returns a manager with no sessions.
@@ -93,7 +117,8 @@ func New(o Options) *Manager {
 		o.WithdrawFlush = 50 * time.Millisecond
 	}
 	return &Manager{
-		log: log.With("component", "bgp"), flush: o.WithdrawFlush,
+		log: log.With("component", "bgp"), baseLog: log, flush: o.WithdrawFlush,
+		bfd: o.BFD, bfdPeers: map[netip.Addr]netip.Addr{}, bfdKick: make(chan struct{}, 1),
 		sessions: map[netip.Addr]*session{},
 		pool:     map[serverKey][]*gserver{},
 		status:   map[netip.Addr]*peerState{},
@@ -165,6 +190,7 @@ func (m *Manager) Set(ctx context.Context, d Desired) error {
 		s.g, s.peer = next.Global, *nextPeers[a]
 	}
 	m.global = next.Global
+	m.syncBFD()
 	return errors.Join(errs...)
 }
 
@@ -465,6 +491,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		}
 	}
 	m.sessions = map[netip.Addr]*session{}
+	m.closeBFD()
 	for _, gss := range m.pool {
 		for _, gs := range gss {
 			m.stopServer(gs)
@@ -568,7 +595,8 @@ func (m *Manager) setOwner(s *session) {
 	defer m.smu.Unlock()
 	ps := &peerState{owner: s, st: PeerStatus{Peer: s.addr, State: "idle"}}
 	if old := m.status[s.addr]; old != nil {
-		ps.st.LastError, ps.st.LastErrorAt = old.st.LastError, old.st.LastErrorAt
+		ps.st.LastError, ps.st.LastErrorAt, ps.st.BFDResets = old.st.LastError, old.st.LastErrorAt, old.st.BFDResets
+		ps.local = old.local
 	}
 	m.status[s.addr] = ps
 	m.publish(ps.st)
@@ -603,6 +631,10 @@ func (m *Manager) onEvent(s *session, r *api.WatchEventResponse) {
 	est := state == "established"
 	if est && !ps.st.Established {
 		ps.st.Since = time.Now()
+		if l, err := netip.ParseAddr(pe.GetPeer().GetTransport().GetLocalAddress()); err == nil && l.IsValid() && !l.IsUnspecified() {
+			ps.local = l.Unmap()
+		}
+		m.kickBFD() // a BFD session may now have its local address
 	}
 	if !est {
 		ps.st.Since = time.Time{}
@@ -616,7 +648,7 @@ func (m *Manager) onError(s *session, e string) {
 	m.smu.Lock()
 	defer m.smu.Unlock()
 	ps := m.status[s.addr]
-	if ps == nil || ps.owner != s || ps.st.LastError == e {
+	if ps == nil || ps.owner != s || ps.st.LastError == e || ownResetNotice(ps, e) {
 		return
 	}
 	ps.st.LastError, ps.st.LastErrorAt = e, time.Now()

@@ -49,6 +49,10 @@ type BGPSession struct {
 	// the session when the password in it changes.
 	PasswordSecret  SecretRef
 	GracefulRestart bool
+	// BFD is the valid BFDProfile the BGPPeer names (bfdProfile); the zero
+	// value (Name "") means no BFD: none named, or the one named is
+	// missing or invalid (config.Parse warns; BGP runs without BFD).
+	BFD config.BFDProfile
 }
 
 // IBGP reports whether the session is internal (same AS on both ends).
@@ -303,6 +307,9 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 		}
 		if cp.PasswordSecret != "" {
 			s.PasswordSecret = SecretRef{cp.PasswordSecret, PasswordKey}
+		}
+		if bp := cfg.BFDProfile(cp.BFDProfile); cp.BFDProfile != "" && bp != nil {
+			s.BFD = *bp
 		}
 		p.peers[pi] = s
 		bs := p.sessions[pi*w : (pi+1)*w]

@@ -498,3 +498,42 @@ func TestBGPFromParse(t *testing.T) {
 		t.Errorf("sessions: %+v", d.Sessions)
 	}
 }
+
+// TestBGPSessionBFD: each session carries its BGPPeer's valid BFD profile;
+// a peer naming a missing one (a warning of config.Parse) or none has no
+// BFD, and still its session.
+func TestBGPSessionBFD(t *testing.T) {
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: "herald-system"} }
+	u := func(v uint32) *uint32 { return &v }
+	passive := true
+	peer := func(name, address, profile string) v1beta1.BGPPeer {
+		return v1beta1.BGPPeer{ObjectMeta: meta(name), Spec: v1beta1.BGPPeerSpec{MyASN: 64500, PeerASN: 64501, PeerAddress: address, BFDProfile: profile}}
+	}
+	cfg, probs := config.Parse(config.Objects{
+		BFDProfiles: []v1beta1.BFDProfile{
+			{ObjectMeta: meta("fast"), Spec: v1beta1.BFDProfileSpec{ReceiveInterval: u(50), TransmitInterval: u(60), DetectMultiplier: u(4), PassiveMode: &passive}},
+			{ObjectMeta: meta("default")},
+		},
+		Peers: []v1beta1.BGPPeer{peer("a", "192.168.0.250", "fast"), peer("b", "192.168.0.251", "default"),
+			peer("c", "192.168.0.252", "missing"), peer("d", "192.168.0.253", "")},
+	})
+	if len(probs.Errors()) != 0 {
+		t.Fatalf("problems: %v", probs)
+	}
+	res := Compute(Inputs{Config: cfg, Nodes: []Node{bnode("n1", "192.168.0.1")}})
+	want := map[string]config.BFDProfile{
+		"a": {Name: "fast", ReceiveInterval: 50 * time.Millisecond, TransmitInterval: 60 * time.Millisecond, DetectMultiplier: 4, PassiveMode: true},
+		"b": {Name: "default", ReceiveInterval: 300 * time.Millisecond, TransmitInterval: 300 * time.Millisecond, DetectMultiplier: 3},
+		"c": {},
+		"d": {},
+	}
+	got := res.For("n1").BGP.Sessions
+	if len(got) != len(want) {
+		t.Fatalf("sessions: %+v", got)
+	}
+	for _, s := range got {
+		if s.BFD != want[s.Name] {
+			t.Errorf("session %s: BFD %+v, want %+v", s.Name, s.BFD, want[s.Name])
+		}
+	}
+}
