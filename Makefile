@@ -96,18 +96,28 @@ bench-failover:
 	grep -E 'FAILOVER' "$(FAILOVER_LOG)"
 	./e2e/lab/failover-summary.sh "$(FAILOVER_LOG)"
 
-## bench-bgp: BGP timings in the lab at the routers' RIBs, BGP_RUNS rounds (default 20) with a 3 s hold time and
-## BGP_LONG_RUNS rounds (default 3) with the 90 s default: new Service -> route and first answer; SIGTERM, kill -9
-## and link cut -> the node's path gone; p50/p99/max per case and router
+## bench-bgp: BGP timings in the lab at the routers' RIBs, BGP_RUNS rounds (default 20) with a 3 s hold time,
+## BGP_LONG_RUNS rounds (default 3) with the 90 s default, and BGP_BFD_RUNS rounds (default 20) with a 9 s hold time
+## and BFD at FRR for each profile in BGP_BFD_PROFILES (<interval ms>x<multiplier>, default 300x3 50x3): new
+## Service -> route and first answer; SIGTERM, kill -9 and link cut -> the node's path gone; p50/p99/max per case
+## and router. A count of 0 skips that part.
 BGP_RUNS ?= 20
 BGP_LONG_RUNS ?= 3
+BGP_BFD_RUNS ?= 20
+BGP_BFD_PROFILES ?= 300x3 50x3
 BGP_LOG ?= $${TMPDIR:-/tmp}/herald-bench-bgp.log
 bench-bgp:
 	./e2e/lab/install.sh apt k8s etcd
 	: > "$(BGP_LOG)"
 	for spec in 3s:$(BGP_RUNS) 90s:$(BGP_LONG_RUNS); do \
+	  [ "$${spec##*:}" -gt 0 ] || continue; \
 	  HERALD_E2E_BGP_HOLD=$${spec%%:*} HERALD_E2E_BGP_RUNS=$${spec##*:} $(GO) test -tags e2e -count=1 -timeout 120m \
 	    -run '^TestBGPTiming$$' -v ./e2e/ >> "$(BGP_LOG)" 2>&1 || { tail -50 "$(BGP_LOG)"; exit 1; }; \
+	done
+	for bfd in $(BGP_BFD_PROFILES); do \
+	  [ "$(BGP_BFD_RUNS)" -gt 0 ] || continue; \
+	  HERALD_E2E_BGP_BFD=$$bfd HERALD_E2E_BGP_RUNS=$(BGP_BFD_RUNS) $(GO) test -tags e2e -count=1 -timeout 120m \
+	    -run '^TestBGPTimingBFD$$' -v ./e2e/ >> "$(BGP_LOG)" 2>&1 || { tail -50 "$(BGP_LOG)"; exit 1; }; \
 	done
 	./e2e/lab/bgp-timing-summary.sh "$(BGP_LOG)"
 

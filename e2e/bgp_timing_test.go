@@ -4,6 +4,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,23 +60,121 @@ func longHoldNeighbors(t *testing.T, ctx context.Context, hold time.Duration) {
 	}
 }
 
-// untilRouters polls every router as fast as its CLI answers until cond holds for its next hops of prefix, and
-// returns, per router, the time from start until it did (the CLI's own latency, 10-40 ms, is the resolution).
+// bfdOnRouters turns BFD on with the given timers at every router that has it, names a BFDProfile with the same
+// timers in the BGPPeers prefix+router of those routers, and waits until each such router has a BFD session Up
+// with every node. It returns those routers.
+func bfdOnRouters(t *testing.T, ctx context.Context, f *heraldFixture, prefix string, timers e2e.BFDTimers) []e2e.Router {
+	t.Helper()
+	var with []e2e.Router
+	ms := func(d time.Duration) *uint32 { v := uint32(d.Milliseconds()); return &v }
+	mult := uint32(timers.DetectMultiplier)
+	f.create(t, ctx, &v1beta1.BFDProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: prefix + "bfd", Namespace: "herald-system"},
+		Spec:       v1beta1.BFDProfileSpec{ReceiveInterval: ms(timers.Receive), TransmitInterval: ms(timers.Transmit), DetectMultiplier: &mult},
+	})
+	for _, rt := range cluster.Routers() {
+		disable, err := rt.EnableBFD(ctx, timers)
+		if errors.Is(err, errors.ErrUnsupported) {
+			t.Logf("%s has no BFD: its sessions keep the hold time", rt.Name())
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		with = append(with, rt)
+		t.Cleanup(func() {
+			if err := disable(context.Background()); err != nil {
+				t.Errorf("%s: turning BFD off: %v", rt.Name(), err)
+			}
+		})
+		var peer v1beta1.BGPPeer
+		if err := f.c.Get(ctx, types.NamespacedName{Namespace: "herald-system", Name: prefix + rt.Name()}, &peer); err != nil {
+			t.Fatal(err)
+		}
+		peer.Spec.BFDProfile = prefix + "bfd"
+		if err := f.c.Update(ctx, &peer); err != nil {
+			t.Fatal(err)
+		}
+		var peers []e2e.BFDPeer
+		waitFor(t, ctx, rt.Name()+": a BFD session Up with every node", func() (bool, error) {
+			var err error
+			if peers, err = rt.BFDPeers(ctx); err != nil {
+				return false, err
+			}
+			up := map[netip.Addr]bool{}
+			for _, p := range peers {
+				up[p.Address] = p.Up
+			}
+			for _, n := range cluster.Nodes() {
+				if !up[n.IPv4] {
+					return false, fmt.Errorf("BFD peers %+v", peers)
+				}
+			}
+			return true, nil
+		})
+		for _, p := range peers {
+			t.Logf("%s: BFD with %s up; router rx/tx %v/%v, the node's rx/tx %v/%v x%d", rt.Name(), p.Address, p.Receive,
+				p.Transmit, p.RemoteReceive, p.RemoteTransmit, p.RemoteDetectMultiplier)
+			if p.RemoteTransmit != timers.Transmit || p.RemoteDetectMultiplier != timers.DetectMultiplier {
+				t.Errorf("%s: the node %s runs BFD at %v x%d, want the profile's %v x%d", rt.Name(), p.Address,
+					p.RemoteTransmit, p.RemoteDetectMultiplier, timers.Transmit, timers.DetectMultiplier)
+			}
+		}
+	}
+	return with
+}
+
+// waitBFDUp waits until every router in rts has its BFD session with addr Up.
+func waitBFDUp(t *testing.T, ctx context.Context, rts []e2e.Router, addr netip.Addr) {
+	t.Helper()
+	for _, rt := range rts {
+		waitFor(t, ctx, fmt.Sprintf("%s: BFD with %s Up", rt.Name(), addr), func() (bool, error) {
+			peers, err := rt.BFDPeers(ctx)
+			for _, p := range peers {
+				if p.Address == addr && p.Up {
+					return true, nil
+				}
+			}
+			return false, err
+		})
+	}
+}
+
+// untilRouters polls every router, each in its own goroutine and as fast as its CLI lists the one prefix, until
+// cond holds for its next hops of prefix, and returns, per router, the time from start until it did (the CLI's own
+// latency, 10-40 ms, is the resolution).
 func untilRouters(t *testing.T, ctx context.Context, what string, start time.Time, prefix netip.Prefix,
 	cond func(hops map[netip.Addr]bool) bool) map[string]time.Duration {
 	t.Helper()
+	type result struct {
+		name string
+		d    time.Duration
+	}
+	results := make(chan result, len(cluster.Routers()))
+	for _, rt := range cluster.Routers() {
+		go func() {
+			for ctx.Err() == nil {
+				r, _, err := rt.Route(ctx, prefix)
+				if err != nil {
+					continue
+				}
+				hops := map[netip.Addr]bool{}
+				for _, p := range r.Paths {
+					hops[p.NextHop] = true
+				}
+				if cond(hops) {
+					results <- result{rt.Name(), time.Since(start)}
+					return
+				}
+			}
+		}()
+	}
 	out := map[string]time.Duration{}
 	for len(out) < len(cluster.Routers()) {
-		for _, rt := range cluster.Routers() {
-			if _, ok := out[rt.Name()]; ok {
-				continue
-			}
-			hops, err := pathsVia(ctx, rt, prefix)
-			if err == nil && cond(hops) {
-				out[rt.Name()] = time.Since(start)
-			}
-		}
-		if ctx.Err() != nil {
+		select {
+		case r := <-results:
+			out[r.name] = r.d
+		case <-ctx.Done():
 			t.Fatalf("%s: %v", what, ctx.Err())
 		}
 	}
@@ -87,12 +186,44 @@ func untilRouters(t *testing.T, ctx context.Context, what string, start time.Tim
 // stopped gracefully (SIGTERM), killed (kill -9), or its link is cut (the hold time).
 func TestBGPTiming(t *testing.T) {
 	// HERALD_E2E_BGP_RUNS rounds: 1 in make e2e, BGP_RUNS (default 20) in make bench-bgp.
-	runs, hold := envInt(t, "HERALD_E2E_BGP_RUNS", 1, 1, 30), bgpHold(t)
+	bgpTiming(t, envInt(t, "HERALD_E2E_BGP_RUNS", 1, 1, 30), bgpHold(t), nil)
+}
+
+// The same rounds with BFD on the sessions with the routers that have it (FRR; gobgpd has none, its figures stay
+// bound by the hold time): HERALD_E2E_BGP_BFD is the profile as <interval ms>x<multiplier> (default 300x3, MetalLB's
+// defaults), the hold time HERALD_E2E_BGP_HOLD (default 9s here, so that a cut found by the hold timer cannot pass
+// for one found by BFD).
+func TestBGPTimingBFD(t *testing.T) {
+	spec := os.Getenv("HERALD_E2E_BGP_BFD")
+	if spec == "" {
+		spec = "300x3"
+	}
+	var ms, mult int
+	if _, err := fmt.Sscanf(spec, "%dx%d", &ms, &mult); err != nil || ms < 10 || mult < 2 {
+		t.Fatalf("HERALD_E2E_BGP_BFD=%q: want <interval ms>x<multiplier>, e.g. 300x3", spec)
+	}
+	hold := 9 * time.Second
+	if os.Getenv("HERALD_E2E_BGP_HOLD") != "" {
+		hold = bgpHold(t)
+	}
+	bgpTiming(t, envInt(t, "HERALD_E2E_BGP_RUNS", 1, 1, 30), hold,
+		&e2e.BFDTimers{Receive: time.Duration(ms) * time.Millisecond, Transmit: time.Duration(ms) * time.Millisecond, DetectMultiplier: mult})
+}
+
+// bgpTiming runs the timing rounds with BGPPeers holding hold, and with bfd (nil: none) on the sessions with the
+// routers that have BFD.
+func bgpTiming(t *testing.T, runs int, hold time.Duration, bfd *e2e.BFDTimers) {
 	ctx := testContext(t, 5*time.Minute+time.Duration(runs)*(2*time.Minute+4*hold))
 	f := installSpeakers(t, ctx)
 	routerPeers(t, ctx, f, "e2e-t-", hold, 2*time.Second)
 	if hold > labRouterHold {
 		longHoldNeighbors(t, ctx, hold)
+	}
+	label := fmt.Sprintf("hold %v", hold)
+	var bfdRouters []e2e.Router
+	if bfd != nil {
+		label += fmt.Sprintf(", BFD %v x%d", bfd.Transmit, bfd.DetectMultiplier)
+		bfdRouters = bfdOnRouters(t, ctx, f, "e2e-t-", *bfd)
 	}
 	r := cluster.Ranges()
 	first := nthAddr(r.BGP, 64)
@@ -121,7 +252,7 @@ func TestBGPTiming(t *testing.T) {
 	}
 	logf := func(what string, d map[string]time.Duration, extra string) {
 		for _, rt := range cluster.Routers() {
-			t.Logf("BGPTIMING [hold %v] %s at %s: %v%s", hold, what, rt.Name(), d[rt.Name()].Round(time.Millisecond), extra)
+			t.Logf("BGPTIMING [%s] %s at %s: %v%s", label, what, rt.Name(), d[rt.Name()].Round(time.Millisecond), extra)
 		}
 	}
 
@@ -168,7 +299,7 @@ func TestBGPTiming(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			return strings.HasPrefix(string(b), "echo from pod")
 		})
-		t.Logf("BGPTIMING [hold %v] new Service -> first answer at the external client: %v", hold, time.Since(start).Round(time.Millisecond))
+		t.Logf("BGPTIMING [%s] new Service -> first answer at the external client: %v", label, time.Since(start).Round(time.Millisecond))
 
 		// One node's speaker stopped three ways; each time the node's path must leave both routers.
 		node := nodes[i%len(nodes)]
@@ -204,6 +335,9 @@ func TestBGPTiming(t *testing.T) {
 		logf("kill -9 -> path gone", untilRouters(t, ctx, node.Name+"'s path gone", start, prefix, gone), " ("+node.Name+")")
 		back()
 
+		// The restarted speaker's BFD comes up after its BGP session (and a second or two of slow start): a cut
+		// before that is one BFD cannot see.
+		waitBFDUp(t, ctx, bfdRouters, node.IPv4)
 		t.Cleanup(func() { _ = cluster.Faults().RestoreLink(context.Background(), node.Name) })
 		start = time.Now()
 		if err := cluster.Faults().CutLink(ctx, node.Name); err != nil {
