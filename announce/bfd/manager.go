@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/herald-lb/herald/internal/fanout"
 )
 
 // Profile is the per-peer configuration, MetalLB's BFDProfile without the
@@ -101,9 +103,7 @@ type Manager struct {
 	sessions map[netip.Addr]*msession // by peer address (zone stripped)
 	byDisc   map[uint32]*msession
 
-	smu        sync.Mutex
-	subs       map[chan PeerEvent]struct{}
-	subsClosed bool
+	subs *fanout.Hub[PeerEvent]
 
 	received, droppedTTL, droppedInvalid, droppedNoSession, sendErrors atomic.Uint64
 }
@@ -136,7 +136,7 @@ func New(o Options) *Manager {
 	return &Manager{
 		log: log.With("component", "bfd"), damping: o.Damping,
 		sessions: map[netip.Addr]*msession{}, byDisc: map[uint32]*msession{}, listeners: map[netip.Addr]*listener{},
-		subs: map[chan PeerEvent]struct{}{},
+		subs: fanout.New[PeerEvent](64),
 	}
 }
 
@@ -415,13 +415,7 @@ func (m *Manager) Close() {
 		m.removeLocked(s)
 	}
 	m.mu.Unlock()
-	m.smu.Lock()
-	defer m.smu.Unlock()
-	m.subsClosed = true
-	for c := range m.subs {
-		close(c)
-		delete(m.subs, c)
-	}
+	m.subs.Close()
 }
 
 // Sessions returns a snapshot of every session, by peer address.
@@ -452,32 +446,11 @@ func (m *Manager) Stats() Stats {
 // behind loses events (Sessions stays right). cancel ends the
 // subscription and closes the channel; Close ends them all.
 func (m *Manager) Watch() (events <-chan PeerEvent, cancel func()) {
-	c := make(chan PeerEvent, 64)
-	m.smu.Lock()
-	defer m.smu.Unlock()
-	if m.subsClosed {
-		close(c)
-		return c, func() {}
-	}
-	m.subs[c] = struct{}{}
-	return c, func() {
-		m.smu.Lock()
-		defer m.smu.Unlock()
-		if _, ok := m.subs[c]; ok {
-			delete(m.subs, c)
-			close(c)
-		}
-	}
+	return m.subs.Subscribe()
 }
 
 func (m *Manager) publish(ev PeerEvent) {
-	m.smu.Lock()
-	defer m.smu.Unlock()
-	for c := range m.subs {
-		select {
-		case c <- ev:
-		default:
-			m.log.Warn("session event subscriber is full; event dropped", "peer", ev.Peer)
-		}
+	if m.subs.Publish(ev) > 0 {
+		m.log.Warn("session event subscriber is full; event dropped", "peer", ev.Peer)
 	}
 }

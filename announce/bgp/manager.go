@@ -15,6 +15,7 @@ import (
 	"github.com/osrg/gobgp/v3/pkg/server"
 
 	"github.com/herald-lb/herald/announce/bfd"
+	"github.com/herald-lb/herald/internal/fanout"
 )
 
 // Options configure a Manager.
@@ -77,10 +78,9 @@ type Manager struct {
 	bfdPeers  map[netip.Addr]netip.Addr
 	bfdKick   chan struct{}
 
-	smu        sync.Mutex // status and subscribers; never held across GoBGP calls
-	status     map[netip.Addr]*peerState
-	subs       map[chan PeerStatus]struct{}
-	subsClosed bool
+	smu    sync.Mutex // status and subscribers; never held across GoBGP calls
+	status map[netip.Addr]*peerState
+	subs   *fanout.Hub[PeerStatus]
 }
 
 type gserver struct {
@@ -122,7 +122,7 @@ func New(o Options) *Manager {
 		sessions: map[netip.Addr]*session{},
 		pool:     map[serverKey][]*gserver{},
 		status:   map[netip.Addr]*peerState{},
-		subs:     map[chan PeerStatus]struct{}{},
+		subs:     fanout.New[PeerStatus](64),
 	}
 }
 
@@ -498,13 +498,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		}
 	}
 	m.pool = nil
-	m.smu.Lock()
-	for c := range m.subs {
-		close(c)
-	}
-	m.subs = map[chan PeerStatus]struct{}{}
-	m.subsClosed = true
-	m.smu.Unlock()
+	m.subs.Close()
 	return nil
 }
 
@@ -561,32 +555,14 @@ func (m *Manager) Stats(ctx context.Context) ([]PeerStats, error) {
 // right). cancel ends the subscription and closes the channel; Close ends
 // them all.
 func (m *Manager) Watch() (events <-chan PeerStatus, cancel func()) {
-	c := make(chan PeerStatus, 64)
-	m.smu.Lock()
-	defer m.smu.Unlock()
-	if m.subsClosed {
-		close(c)
-		return c, func() {}
-	}
-	m.subs[c] = struct{}{}
-	return c, func() {
-		m.smu.Lock()
-		defer m.smu.Unlock()
-		if _, ok := m.subs[c]; ok {
-			delete(m.subs, c)
-			close(c)
-		}
-	}
+	return m.subs.Subscribe()
 }
 
-// publish sends st to every subscriber; m.smu is held.
+// publish sends st to every subscriber; m.smu is held, so that subscribers
+// see the changes in the order the status took them.
 func (m *Manager) publish(st PeerStatus) {
-	for c := range m.subs {
-		select {
-		case c <- st:
-		default:
-			m.log.Warn("peer state subscriber is full; event dropped", "peer", st.Peer)
-		}
+	if m.subs.Publish(st) > 0 {
+		m.log.Warn("peer state subscriber is full; event dropped", "peer", st.Peer)
 	}
 }
 
