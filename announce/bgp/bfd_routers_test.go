@@ -105,13 +105,6 @@ func bfdStable() time.Duration {
 // Hold time 90 s: within a few seconds only BFD can take a session down.
 func startFRRWithBFD(t *testing.T, ns *netnstest.NS, dir string) string {
 	t.Helper()
-	d := filepath.Join(dir, "frr")
-	if err := os.MkdirAll(filepath.Join(d, "run"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	conf := fmt.Sprintf(`frr defaults traditional
 hostname hb-frr-bfd
 log stdout informational
@@ -144,30 +137,7 @@ router bgp %[1]d
  exit-address-family
 !
 `, asnFRR, asnNode)
-	for name, body := range map[string]string{"frr.conf": conf, "vtysh.conf": "service integrated-vtysh-config\n"} {
-		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if out, err := exec.Command("chown", "-R", "frr:frr", d).CombinedOutput(); err != nil {
-		t.Fatalf("chown: %v: %s", err, out)
-	}
-	common := []string{"-u", "frr", "-g", "frr", "-f", filepath.Join(d, "frr.conf"), "--vty_socket", filepath.Join(d, "run"),
-		"-A", "127.0.0.1", "-P", "0", "--log", "stdout"}
-	zapi := filepath.Join(d, "run", "zserv.api")
-	daemon(t, ns.Name, filepath.Join(dir, "zebra.log"), append([]string{"/usr/lib/frr/zebra"}, append(common, "-i", filepath.Join(d, "run", "zebra.pid"), "-z", zapi)...)...)
-	if !netnstest.Eventually(10*time.Second, func() bool { _, err := os.Stat(zapi); return err == nil }) {
-		t.Fatal("zebra socket never appeared")
-	}
-	daemon(t, ns.Name, filepath.Join(dir, "bfdd.log"), append([]string{"/usr/lib/frr/bfdd"}, append(common, "-i", filepath.Join(d, "run", "bfdd.pid"), "-z", zapi, "--bfdctl", filepath.Join(d, "run", "bfdd.sock"))...)...)
-	daemon(t, ns.Name, filepath.Join(dir, "bgpd.log"), append([]string{"/usr/lib/frr/bgpd"}, append(common, "-i", filepath.Join(d, "run", "bgpd.pid"), "-z", zapi, "-p", "179")...)...)
-	if !netnstest.Eventually(15*time.Second, func() bool {
-		_, err := ns.Exec("vtysh", "--vty_socket", filepath.Join(d, "run"), "-c", "show bgp summary json", "-c", "show bfd peers json")
-		return err == nil
-	}) {
-		t.Fatal("FRR bgpd or bfdd never answered")
-	}
-	return d
+	return runFRR(t, ns, dir, conf, true)
 }
 
 // The child side.

@@ -204,13 +204,6 @@ func startGoBGPD(t *testing.T, ns *netnstest.NS, dir string) (pid int, args []st
 // with a TCP MD5 password. FRR is passive on both.
 func startFRR(t *testing.T, ns *netnstest.NS, dir string) string {
 	t.Helper()
-	d := filepath.Join(dir, "frr")
-	if err := os.MkdirAll(filepath.Join(d, "run"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	conf := fmt.Sprintf(`frr defaults traditional
 hostname hb-frr
 log stdout informational
@@ -236,6 +229,21 @@ router bgp %[1]d
  exit-address-family
 !
 `, asnFRR, asnNode, md5Key)
+	return runFRR(t, ns, dir, conf, false)
+}
+
+// runFRR writes conf and runs zebra and bgpd (and bfdd with withBFD) in ns
+// as user frr, with their files under dir/frr, and waits until they answer.
+// It returns the directory; the daemons are stopped at cleanup.
+func runFRR(t *testing.T, ns *netnstest.NS, dir, conf string, withBFD bool) string {
+	t.Helper()
+	d := filepath.Join(dir, "frr")
+	if err := os.MkdirAll(filepath.Join(d, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, body := range map[string]string{"frr.conf": conf, "vtysh.conf": "service integrated-vtysh-config\n"} {
 		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -251,12 +259,17 @@ router bgp %[1]d
 	if !netnstest.Eventually(10*time.Second, func() bool { _, err := os.Stat(zapi); return err == nil }) {
 		t.Fatal("zebra socket never appeared")
 	}
+	check := []string{"vtysh", "--vty_socket", filepath.Join(d, "run"), "-c", "show bgp summary json"}
+	if withBFD {
+		daemon(t, ns.Name, filepath.Join(dir, "bfdd.log"), append([]string{"/usr/lib/frr/bfdd"}, append(common, "-i", filepath.Join(d, "run", "bfdd.pid"), "-z", zapi, "--bfdctl", filepath.Join(d, "run", "bfdd.sock"))...)...)
+		check = append(check, "-c", "show bfd peers json")
+	}
 	daemon(t, ns.Name, filepath.Join(dir, "bgpd.log"), append([]string{"/usr/lib/frr/bgpd"}, append(common, "-i", filepath.Join(d, "run", "bgpd.pid"), "-z", zapi, "-p", "179")...)...)
 	if !netnstest.Eventually(15*time.Second, func() bool {
-		_, err := ns.Exec("vtysh", "--vty_socket", filepath.Join(d, "run"), "-c", "show bgp summary json")
+		_, err := ns.Exec(check...)
 		return err == nil
 	}) {
-		t.Fatal("FRR bgpd never answered")
+		t.Fatal("FRR's daemons never answered")
 	}
 	return d
 }
