@@ -85,19 +85,21 @@ func as(ns, name string) *rest.Config {
 	return cfg
 }
 
-// installRBAC applies the chart's ServiceAccounts, (Cluster)Roles and bindings for real, once per test binary.
-var rbacInstalled bool
+// installRBAC applies the chart's ServiceAccounts, (Cluster)Roles and bindings for real, rendered for release
+// namespace ns and ServiceLB namespace svclbNS (once per pair), and the objects the checks read.
+var rbacInstalled = map[string]bool{}
 
-func installRBAC(t *testing.T) {
+func installRBAC(t *testing.T, ns, svclbNS string) {
 	t.Helper()
-	if rbacInstalled {
+	if rbacInstalled[ns+"/"+svclbNS] {
 		return
 	}
-	objs := render(t, rbacNS, "--set", "serviceLB.namespace="+rbacSvclbNS)
+	// The release name makes the cluster-scoped names unique per install.
+	objs := render(t, ns, "--set", "serviceLB.namespace="+svclbNS, "--set", "fullnameOverride="+ns)
 	a := newApplier(t, srv.Config)
 	ctx := context.Background()
-	for _, ns := range []string{rbacNS, rbacSvclbNS, appsNS} {
-		if err := a.ensureNamespace(ctx, ns); err != nil {
+	for _, n := range []string{ns, svclbNS, appsNS} {
+		if err := a.ensureNamespace(ctx, n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,6 +116,14 @@ func installRBAC(t *testing.T) {
 	if n < 12 {
 		t.Fatalf("the chart rendered %d RBAC objects and ServiceAccounts, want 12 or more", n)
 	}
+	rbacInstalled[ns+"/"+svclbNS] = true
+}
+
+// installRBACChecks installs the RBAC for the checks (rbacNS) and the objects they read.
+func installRBACChecks(t *testing.T) {
+	t.Helper()
+	installRBAC(t, rbacNS, rbacSvclbNS)
+	ctx := context.Background()
 	admin := newClients(t, srv.Config)
 	must := func(err error) {
 		t.Helper()
@@ -137,7 +147,6 @@ func installRBAC(t *testing.T) {
 	must(err)
 	must(admin.c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNS, Name: "pool"},
 		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"192.0.2.0/28"}}}))
-	rbacInstalled = true
 }
 
 // runChecks makes each request as who and compares the outcome with the check's.
@@ -263,8 +272,8 @@ func configChecks(cl clients, ns string, statusAllowed bool) []check {
 // the ServiceLB namespace) and the rest is refused: DaemonSets outside the ServiceLB namespace, other Secrets,
 // Secrets elsewhere, Service spec updates, configuration writes, pods elsewhere, the speaker's status objects.
 func TestControllerRBAC(t *testing.T) {
-	installRBAC(t)
-	cl := newClients(t, as(rbacNS, "herald-controller"))
+	installRBACChecks(t)
+	cl := newClients(t, as(rbacNS, rbacNS+"-controller"))
 	core, apps := cl.cs.CoreV1(), cl.cs.AppsV1()
 	po := metav1.PatchOptions{}
 	var ds *appsv1.DaemonSet
@@ -472,13 +481,13 @@ func TestControllerRBAC(t *testing.T) {
 // and ServiceBGPStatus objects written, events.k8s.io events) and the rest is refused: any write to Services,
 // Nodes, configuration, Secrets, DaemonSets or Leases, Secrets of other namespaces, status objects elsewhere.
 func TestSpeakerRBAC(t *testing.T) {
-	installRBAC(t)
+	installRBACChecks(t)
 	admin := newClients(t, srv.Config)
 	if _, err := admin.cs.CoreV1().Secrets(rbacNS).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: memberlist},
 		Data: map[string][]byte{"secretkey": make([]byte, 32)}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	cl := newClients(t, as(rbacNS, "herald-speaker"))
+	cl := newClients(t, as(rbacNS, rbacNS+"-speaker"))
 	core := cl.cs.CoreV1()
 	po := metav1.PatchOptions{}
 	l2 := l2Status(rbacNS, "rbac-apps-web")
