@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"net/netip"
 	"sync"
 	"testing"
@@ -13,12 +14,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
+	"github.com/herald-lb/herald/speaker"
 )
 
 // TestControllerRunsWithChartRBAC runs the real controller (controller.Run, leader election on) as the chart's
@@ -157,4 +160,136 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// recordingAnnouncer stands for the ARP/NDP responders (raw sockets need NET_RAW, which a test does not have): it
+// records the desired set the speaker hands it.
+type recordingAnnouncer struct {
+	mu  sync.Mutex
+	set map[netip.Addr][]string
+}
+
+func (r *recordingAnnouncer) SetL2(d map[netip.Addr][]string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.set = d
+	return nil
+}
+func (r *recordingAnnouncer) Reannounce()                     {}
+func (r *recordingAnnouncer) DefaultInterfaces() []string     { return []string{"eth0"} }
+func (r *recordingAnnouncer) DefaultChanged() <-chan struct{} { return nil }
+func (r *recordingAnnouncer) L2Stats() map[string]speaker.L2Counters {
+	return nil
+}
+func (r *recordingAnnouncer) Close() error { return nil }
+
+func (r *recordingAnnouncer) has(a netip.Addr) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.set[a]
+	return ok
+}
+
+// TestSpeakerRunsWithChartRBAC runs the real speaker (speaker.Run, its embedded GoBGP, memberlist on loopback;
+// only the ARP/NDP responders recorded) as the chart's speaker ServiceAccount with only the chart's RBAC, and
+// checks that it does its work: it reads the memberlist key, watches its inputs, plans the L2 address of a
+// Service, writes its ServiceL2Status, records the AnnouncingFromNode event, and sees a Service created later.
+func TestSpeakerRunsWithChartRBAC(t *testing.T) {
+	const ns, svclbNS, app, node = "herald-spk", "herald-spk", "spk-apps", "spk-node"
+	installRBAC(t, ns, svclbNS)
+	admin := newClients(t, srv.Config)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := newApplier(t, srv.Config).ensureNamespace(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	must(admin.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-memberlist"},
+		Data: map[string][]byte{speaker.SecretKey: bytes.Repeat([]byte{7}, 32)}}))
+	must(admin.c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lan"},
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"192.0.2.64/28"}}}))
+	must(admin.c.Create(ctx, &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lan"},
+		Spec: v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"lan"}}}))
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	must(admin.c.Create(ctx, n))
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+	must(admin.c.Status().Update(ctx, n))
+	// A Service holding ip in its status (as the controller writes it) with a ready endpoint on the node.
+	service := func(name, ip string) {
+		t.Helper()
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: app, Name: name},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}
+		must(admin.c.Create(ctx, svc))
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+		must(admin.c.Status().Update(ctx, svc))
+		must(admin.c.Create(ctx, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: app, Name: name + "-eps", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.1"}, NodeName: ptr(node),
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},
+		}))
+	}
+	service("web", "192.0.2.64")
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(err)
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ann := &recordingAnnouncer{}
+	o := speaker.DefaultOptions()
+	o.NodeName, o.Namespace = node, ns
+	o.MemberlistBindAddr, o.MemberlistPort = netip.MustParseAddr("127.0.0.1"), port
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	o.Registerer = prometheus.NewRegistry()
+	o.Announcer = ann
+	logs := &syncBuffer{}
+	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	done := make(chan error, 1)
+	go func() { done <- speaker.Run(ctx, as(ns, ns+"-speaker"), o) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("speaker.Run: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("speaker logs:\n%s", logs.String())
+		}
+	}()
+
+	waitFor := func(what string, cond func(context.Context) (bool, error)) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, cond); err != nil {
+			t.Errorf("as the chart's speaker ServiceAccount: %s: not within 30s (%v)", what, err)
+		}
+	}
+	waitFor("192.0.2.64 handed to the announcer", func(context.Context) (bool, error) {
+		return ann.has(netip.MustParseAddr("192.0.2.64")), nil
+	})
+	waitFor("ServiceL2Status "+ns+"/"+speaker.StatusName(app, "web")+" naming "+node, func(ctx context.Context) (bool, error) {
+		var st v1beta1.ServiceL2Status
+		err := admin.c.Get(ctx, clientKey(ns, speaker.StatusName(app, "web")), &st)
+		return err == nil && st.Status.Node == node, nil
+	})
+	waitFor("event "+speaker.EventAnnouncingFromNode+" on Service "+app+"/web", func(ctx context.Context) (bool, error) {
+		l, err := admin.cs.EventsV1().Events(app).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range l.Items {
+			if e.Regarding.Name == "web" && e.Reason == speaker.EventAnnouncingFromNode {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	// A Service added while it runs: seen through its watches, not only its first list.
+	service("later", "192.0.2.65")
+	waitFor("192.0.2.65 of a Service created later handed to the announcer", func(context.Context) (bool, error) {
+		return ann.has(netip.MustParseAddr("192.0.2.65")), nil
+	})
 }
