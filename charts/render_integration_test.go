@@ -10,7 +10,7 @@ import (
 )
 
 // TestChartAcceptedByAPIServer renders the chart with its default values and with every mode on
-// (herald/ci/all-modes-values.yaml) and server-side applies each object as a dry run, with strict field
+// (herald/ci/all-modes-values.yaml) and with the lab's values (e2e/lab/manifests/herald-values.yaml), and server-side applies each object as a dry run, with strict field
 // validation, to the real API server (the CRDs installed for real from herald/crds by TestMain): every object
 // must be accepted. The namespaces the chart renders are created for real first (namespaced objects need them).
 // ServiceMonitors are checked only when the API server serves the kind (the Prometheus operator's CRD is not
@@ -27,6 +27,8 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 		{name: "all-modes", ns: "herald-allmodes", args: []string{"-f", "herald/ci/all-modes-values.yaml"},
 			want: []string{"Deployment", "DaemonSet", "Namespace", "IPAddressPool", "L2Advertisement", "BGPAdvertisement",
 				"BGPPeer", "Community", "BFDProfile", "ServiceMonitor"}},
+		{name: "lab", ns: "herald-lab", args: []string{"-f", "../e2e/lab/manifests/herald-values.yaml"},
+			want: []string{"Deployment", "DaemonSet"}},
 	}
 	a := newApplier(t, srv.Config)
 	ctx := context.Background()
