@@ -21,12 +21,12 @@ STATICCHECK := $(HERALD_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticch
 
 # shellcheck comes from Debian (install.sh lint installs it when missing).
 SHELLCHECK ?= shellcheck
-SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh)
+SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh)
 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration chart-crds chart-lint chart-test bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration image-archive chart-crds chart-lint chart-test bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -55,6 +55,13 @@ integration: kube-bin
 	$(GO) test -race -tags integration -count=1 -timeout 20m ./controller/ ./speaker/ ./svclb/daemonset/ ./charts/
 
 HELM ?= $(HERALD_CACHE)/helm-v3.22.0/bin/helm
+
+## image-archive: Herald's image as a docker-archive tarball without Docker (IMAGE_OUT, default
+## $(HERALD_CACHE)/images/herald.tar; IMAGE_TAG, default localhost/herald:dev): load it with ctr/docker/kind/k3s
+IMAGE_OUT ?= $(HERALD_CACHE)/images/herald.tar
+IMAGE_TAG ?= localhost/herald:dev
+image-archive:
+	./e2e/lab/herald-image.sh "$(IMAGE_OUT)" "$(IMAGE_TAG)"
 
 ## chart-lint: helm lint of the chart, with the default values and with every mode on
 chart-lint: kube-bin
