@@ -21,12 +21,12 @@ STATICCHECK := $(HERALD_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticch
 
 # shellcheck comes from Debian (install.sh lint installs it when missing).
 SHELLCHECK ?= shellcheck
-SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh)
+SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh)
 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration image-archive chart-crds chart-lint chart-test bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -46,13 +46,32 @@ test-bfd-hook:
 	HERALD_BFD_STABLE=60s HERALD_BFD_ROUNDS=$(BFD_ROUNDS) $(GO) test -count=1 -timeout 30m -run '^TestBFDRouters$$' -v ./announce/bgp/ \
 	  | grep -E 'BFD-HOOK|^(ok|FAIL|--- )|bfd_routers_test.go:[0-9]+: [^=t]'
 
-## kube-bin: build (once, cached) the kube-apiserver and etcd the integration tests run
+## kube-bin: build (once, cached) the kube-apiserver and etcd the integration tests run, and helm (the chart tests)
 kube-bin:
-	./e2e/lab/install.sh k8s etcd
+	./e2e/lab/install.sh k8s etcd helm
 
-## integration: controller, speaker and svclb DaemonSet tests against a real kube-apiserver + etcd (with -race)
+## integration: controller, speaker, svclb DaemonSet and Helm chart tests against a real kube-apiserver + etcd (with -race)
 integration: kube-bin
-	$(GO) test -race -tags integration -count=1 -timeout 20m ./controller/ ./speaker/ ./svclb/daemonset/
+	$(GO) test -race -tags integration -count=1 -timeout 20m ./controller/ ./speaker/ ./svclb/daemonset/ ./charts/
+
+HELM ?= $(HERALD_CACHE)/helm-v3.22.0/bin/helm
+
+## image-archive: Herald's image as a docker-archive tarball without Docker (IMAGE_OUT, default
+## $(HERALD_CACHE)/images/herald.tar; IMAGE_TAG, default localhost/herald:dev): load it with ctr/docker/kind/k3s
+IMAGE_OUT ?= $(HERALD_CACHE)/images/herald.tar
+IMAGE_TAG ?= localhost/herald:dev
+image-archive:
+	./e2e/lab/herald-image.sh "$(IMAGE_OUT)" "$(IMAGE_TAG)"
+
+## chart-lint: helm lint of the chart, with the default values and with every mode on
+chart-lint: kube-bin
+	$(HELM) lint --strict $(CHART_DIR)
+	$(HELM) lint --strict $(CHART_DIR) -f $(CHART_DIR)/ci/all-modes-values.yaml
+
+## chart-test: helm lint, then the chart's tests against a real kube-apiserver: rendered objects accepted by a
+## server-side dry run (default values and every mode), and the RBAC of each ServiceAccount by impersonation
+chart-test: chart-lint
+	$(GO) test -tags integration -count=1 -timeout 10m -v ./charts/
 
 ## bench-controller: 1,000 Services against the real API server; prints LOAD figures
 bench-controller: kube-bin
@@ -169,10 +188,20 @@ lint-shell: shellcheck
 	$(SHELLCHECK) -x -P SCRIPTDIR $(SHELL_SCRIPTS)
 	./e2e/lab/lib_test.sh
 
-## generate: deepcopy functions and CRD manifests from config/v1beta1
+## generate: deepcopy functions and CRD manifests from config/v1beta1, and the chart's copy of the CRDs
 generate: $(CONTROLLER_GEN)
 	rm -rf config/crd
 	$(CONTROLLER_GEN) $(CONTROLLER_GEN_ARGS)
+	$(MAKE) --no-print-directory chart-crds
+
+# The Helm chart installs the CRDs from its crds/ directory: a copy of config/crd, the one source of truth.
+CHART_DIR := charts/herald
+
+## chart-crds: copy the generated CRDs (config/crd) into the chart (charts/herald/crds)
+chart-crds:
+	rm -rf $(CHART_DIR)/crds
+	mkdir -p $(CHART_DIR)/crds
+	cp config/crd/*.yaml $(CHART_DIR)/crds/
 
 ## verify-generated: fail when `make generate` would change anything. It generates into a copy of the module's
 ## config/ tree in a temporary directory and compares; the working tree is only read.
@@ -181,7 +210,9 @@ verify-generated: $(CONTROLLER_GEN)
 	  cp go.mod go.sum "$$tmp/"; cp -R config "$$tmp/config"; \
 	  (cd "$$tmp" && rm -rf config/crd && $(CONTROLLER_GEN) $(CONTROLLER_GEN_ARGS)); \
 	  if ! diff -r config "$$tmp/config" >"$$tmp/diff"; then \
-	    echo "generated files are stale; run 'make generate' and commit:"; cat "$$tmp/diff"; exit 1; fi
+	    echo "generated files are stale; run 'make generate' and commit:"; cat "$$tmp/diff"; exit 1; fi; \
+	  if ! diff -r "$$tmp/config/crd" $(CHART_DIR)/crds >"$$tmp/diff"; then \
+	    echo "the chart's CRDs ($(CHART_DIR)/crds) differ from the generated ones; run 'make generate' and commit:"; cat "$$tmp/diff"; exit 1; fi
 
 ## bench: allocator benchmarks on one core
 bench:

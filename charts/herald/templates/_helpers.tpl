@@ -1,0 +1,39 @@
+{{/* The base of every object name: the release name when it already says "herald", else "<release>-herald". */}}
+{{- define "herald.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default "herald" .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "herald.labels" -}}
+app.kubernetes.io/name: herald
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* Selector labels of one component: (dict "ctx" $ "component" "controller"). */}}
+{{- define "herald.selector" -}}
+app.kubernetes.io/name: herald
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "herald.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "herald.svclbNamespace" -}}
+{{- default .Release.Namespace .Values.serviceLB.namespace -}}
+{{- end -}}
+
+{{- define "herald.controllerSA" -}}{{ include "herald.fullname" . }}-controller{{- end -}}
+{{- define "herald.speakerSA" -}}{{ include "herald.fullname" . }}-speaker{{- end -}}

@@ -1,0 +1,295 @@
+//go:build integration
+
+package charts
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/controller"
+	"github.com/herald-lb/herald/speaker"
+)
+
+// TestControllerRunsWithChartRBAC runs the real controller (controller.Run, leader election on) as the chart's
+// controller ServiceAccount (impersonated) with the chart's RBAC only, and checks that it does its work: it takes
+// its Lease, creates the memberlist Secret, assigns an address from a pool (Service status), places a Service in
+// a node-address pool (annotation) with its svclb DaemonSet in the ServiceLB namespace, records events and
+// writes the pool's status. A right missing from the chart makes one of these never happen.
+func TestControllerRunsWithChartRBAC(t *testing.T) {
+	const ns, svclbNS = "herald-run", "herald-run-svclb"
+	installRBAC(t, ns, svclbNS)
+	admin := newClients(t, srv.Config)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mustCreate := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	no := false
+	mustCreate(admin.c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "addrs"},
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.0/28"}}}))
+	mustCreate(admin.c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodes"},
+		Spec: v1beta1.IPAddressPoolSpec{NodeAddresses: &v1beta1.NodeAddresses{AddressType: "InternalIP"}, AutoAssign: &no}}))
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "run-node"}}
+	node, err := admin.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	mustCreate(err)
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.11"}}
+	_, err = admin.cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	mustCreate(err)
+	const svcNS = "run-apps"
+	if err := newApplier(t, srv.Config).ensureNamespace(ctx, svcNS); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct{ name, pool string }{{"lb", ""}, {"onnodes", "nodes"}} {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: svcNS, Name: s.name},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": s.name},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}}},
+		}
+		if s.pool != "" {
+			svc.Annotations = map[string]string{"herald.dev/address-pool": s.pool}
+		}
+		_, err := admin.cs.CoreV1().Services(svcNS).Create(ctx, svc, metav1.CreateOptions{})
+		mustCreate(err)
+	}
+
+	o := controller.DefaultOptions()
+	o.Namespace, o.SvclbNamespace, o.SvclbImage = ns, svclbNS, "herald:test"
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	o.Registerer = prometheus.NewRegistry()
+	logs := &syncBuffer{}
+	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	defer func() {
+		if t.Failed() {
+			t.Logf("controller logs:\n%s", logs.String())
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- controller.Run(ctx, as(ns, ns+"-controller"), o) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller.Run: %v", err)
+		}
+	}()
+
+	waitFor := func(what string, cond func(context.Context) (bool, error)) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, cond); err != nil {
+			t.Errorf("as the chart's controller ServiceAccount: %s: not within 30s (%v)", what, err)
+		}
+	}
+	waitFor("Lease "+ns+"/herald-controller held", func(ctx context.Context) (bool, error) {
+		l, err := admin.cs.CoordinationV1().Leases(ns).Get(ctx, "herald-controller", metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
+	})
+	waitFor("Secret "+ns+"/herald-memberlist created", func(ctx context.Context) (bool, error) {
+		s, err := admin.cs.CoreV1().Secrets(ns).Get(ctx, "herald-memberlist", metav1.GetOptions{})
+		return err == nil && len(s.Data[controller.MemberlistKeyField]) == 32, nil
+	})
+	waitFor("Service "+svcNS+"/lb given an address of pool addrs", func(ctx context.Context) (bool, error) {
+		s, err := admin.cs.CoreV1().Services(svcNS).Get(ctx, "lb", metav1.GetOptions{})
+		if err != nil || len(s.Status.LoadBalancer.Ingress) != 1 {
+			return false, nil
+		}
+		ip, err := netip.ParseAddr(s.Status.LoadBalancer.Ingress[0].IP)
+		return err == nil && netip.MustParsePrefix("198.51.100.0/28").Contains(ip), nil
+	})
+	// Its status lists the node only once an svclb pod runs there (no kubelet here): the annotation is the
+	// controller's write on it.
+	waitFor("Service "+svcNS+"/onnodes placed in pool nodes (annotation)", func(ctx context.Context) (bool, error) {
+		s, err := admin.cs.CoreV1().Services(svcNS).Get(ctx, "onnodes", metav1.GetOptions{})
+		return err == nil && s.Annotations["herald.dev/ip-allocated-from-pool"] == "nodes", nil
+	})
+	waitFor("an svclb DaemonSet in "+svclbNS, func(ctx context.Context) (bool, error) {
+		l, err := admin.cs.AppsV1().DaemonSets(svclbNS).List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 1, nil
+	})
+	waitFor("an event on Service "+svcNS+"/lb", func(ctx context.Context) (bool, error) {
+		l, err := admin.cs.EventsV1().Events(svcNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range l.Items {
+			if e.Regarding.Name == "lb" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	waitFor("status written on IPAddressPool "+ns+"/addrs", func(ctx context.Context) (bool, error) {
+		var p v1beta1.IPAddressPool
+		err := admin.c.Get(ctx, clientKey(ns, "addrs"), &p)
+		return err == nil && len(p.Status.Conditions) > 0, nil
+	})
+}
+
+func clientKey(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// syncBuffer collects the controller's log lines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// recordingAnnouncer stands for the ARP/NDP responders (raw sockets need NET_RAW, which a test does not have): it
+// records the desired set the speaker hands it.
+type recordingAnnouncer struct {
+	mu  sync.Mutex
+	set map[netip.Addr][]string
+}
+
+func (r *recordingAnnouncer) SetL2(d map[netip.Addr][]string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.set = d
+	return nil
+}
+func (r *recordingAnnouncer) Reannounce()                     {}
+func (r *recordingAnnouncer) DefaultInterfaces() []string     { return []string{"eth0"} }
+func (r *recordingAnnouncer) DefaultChanged() <-chan struct{} { return nil }
+func (r *recordingAnnouncer) L2Stats() map[string]speaker.L2Counters {
+	return nil
+}
+func (r *recordingAnnouncer) Close() error { return nil }
+
+func (r *recordingAnnouncer) has(a netip.Addr) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.set[a]
+	return ok
+}
+
+// TestSpeakerRunsWithChartRBAC runs the real speaker (speaker.Run, its embedded GoBGP, memberlist on loopback;
+// only the ARP/NDP responders recorded) as the chart's speaker ServiceAccount with only the chart's RBAC, and
+// checks that it does its work: it reads the memberlist key, watches its inputs, plans the L2 address of a
+// Service, writes its ServiceL2Status, records the AnnouncingFromNode event, and sees a Service created later.
+func TestSpeakerRunsWithChartRBAC(t *testing.T) {
+	const ns, svclbNS, app, node = "herald-spk", "herald-spk", "spk-apps", "spk-node"
+	installRBAC(t, ns, svclbNS)
+	admin := newClients(t, srv.Config)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := newApplier(t, srv.Config).ensureNamespace(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	must(admin.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-memberlist"},
+		Data: map[string][]byte{speaker.SecretKey: bytes.Repeat([]byte{7}, 32)}}))
+	must(admin.c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lan"},
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"192.0.2.64/28"}}}))
+	must(admin.c.Create(ctx, &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lan"},
+		Spec: v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"lan"}}}))
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	must(admin.c.Create(ctx, n))
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+	must(admin.c.Status().Update(ctx, n))
+	// A Service holding ip in its status (as the controller writes it) with a ready endpoint on the node.
+	service := func(name, ip string) {
+		t.Helper()
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: app, Name: name},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}
+		must(admin.c.Create(ctx, svc))
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+		must(admin.c.Status().Update(ctx, svc))
+		must(admin.c.Create(ctx, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: app, Name: name + "-eps", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.1"}, NodeName: ptr(node),
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},
+		}))
+	}
+	service("web", "192.0.2.64")
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(err)
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ann := &recordingAnnouncer{}
+	o := speaker.DefaultOptions()
+	o.NodeName, o.Namespace = node, ns
+	o.MemberlistBindAddr, o.MemberlistPort = netip.MustParseAddr("127.0.0.1"), port
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	o.Registerer = prometheus.NewRegistry()
+	o.Announcer = ann
+	logs := &syncBuffer{}
+	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	done := make(chan error, 1)
+	go func() { done <- speaker.Run(ctx, as(ns, ns+"-speaker"), o) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("speaker.Run: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("speaker logs:\n%s", logs.String())
+		}
+	}()
+
+	waitFor := func(what string, cond func(context.Context) (bool, error)) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, cond); err != nil {
+			t.Errorf("as the chart's speaker ServiceAccount: %s: not within 30s (%v)", what, err)
+		}
+	}
+	waitFor("192.0.2.64 handed to the announcer", func(context.Context) (bool, error) {
+		return ann.has(netip.MustParseAddr("192.0.2.64")), nil
+	})
+	waitFor("ServiceL2Status "+ns+"/"+speaker.StatusName(app, "web")+" naming "+node, func(ctx context.Context) (bool, error) {
+		var st v1beta1.ServiceL2Status
+		err := admin.c.Get(ctx, clientKey(ns, speaker.StatusName(app, "web")), &st)
+		return err == nil && st.Status.Node == node, nil
+	})
+	waitFor("event "+speaker.EventAnnouncingFromNode+" on Service "+app+"/web", func(ctx context.Context) (bool, error) {
+		l, err := admin.cs.EventsV1().Events(app).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range l.Items {
+			if e.Regarding.Name == "web" && e.Reason == speaker.EventAnnouncingFromNode {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	// A Service added while it runs: seen through its watches, not only its first list.
+	service("later", "192.0.2.65")
+	waitFor("192.0.2.65 of a Service created later handed to the announcer", func(context.Context) (bool, error) {
+		return ann.has(netip.MustParseAddr("192.0.2.65")), nil
+	})
+}
