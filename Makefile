@@ -52,7 +52,7 @@ kube-bin:
 
 ## integration: controller, speaker and svclb DaemonSet tests against a real kube-apiserver + etcd (with -race)
 integration: kube-bin
-	$(GO) test -race -tags integration -count=1 -timeout 20m ./controller/ ./speaker/ ./svclb/daemonset/
+	$(GO) test -race -tags integration -count=1 -timeout 20m ./controller/ ./speaker/ ./svclb/daemonset/ ./nllb/node/
 
 ## bench-controller: 1,000 Services against the real API server; prints LOAD figures
 bench-controller: kube-bin
