@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,6 +41,9 @@ type Watcher struct {
 	// from one goroutine, only with a non-empty set that differs from the
 	// last one applied successfully.
 	Apply func([]netip.AddrPort) error
+	// RetryInterval is the wait before a failed Apply is tried again
+	// (default 5 s); a new event retries at once.
+	RetryInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -60,6 +64,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 	portName := w.PortName
 	if portName == "" {
 		portName = DefaultPortName
+	}
+	retry := w.RetryInterval
+	if retry <= 0 {
+		retry = 5 * time.Second
 	}
 	selector := labels.Set{discoveryv1.LabelServiceName: ServiceName}.AsSelector().String()
 	inf := discoveryinformers.NewFilteredEndpointSliceInformer(w.Client, Namespace, 0, cache.Indexers{},
@@ -135,7 +143,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 			continue
 		}
 		if err := w.Apply(set); err != nil {
-			log.Error("nllb cannot apply the upstreams from the cluster", "error", err.Error(), "upstreams", fmt.Sprint(set))
+			log.Error("nllb cannot apply the upstreams from the cluster; retrying", "error", err.Error(),
+				"upstreams", fmt.Sprint(set), "retry", retry.String())
+			time.AfterFunc(retry, kick)
 			continue
 		}
 		log.Info("nllb upstreams from the cluster applied", "upstreams", fmt.Sprint(set), "endpoints", fmt.Sprint(eps))
