@@ -1,9 +1,11 @@
-// Package node runs NLLB on a node from local files only: the node's
-// kubeconfig (the seed API server and the credentials of the readyz
+// Package node runs NLLB on a node, starting from local files only: the
+// node's kubeconfig (the seed API server and the credentials of the readyz
 // checks), the persisted upstream set and extra seed addresses. It needs
 // no API server to start, so it serves as the bootstrap (static pod or
 // host service) mode: a kubelet pointed at the balancer reaches an API
-// server before any pod runs.
+// server before any pod runs. Once it serves, it can follow the API
+// servers listed in the default/kubernetes EndpointSlices, watched through
+// the balancer itself with the node's credentials (Options.WatchEndpoints).
 package node
 
 import (
