@@ -239,8 +239,10 @@ func Run(ctx context.Context, o Options) error {
 	var watcher *discovery.Watcher
 	if o.WatchEndpoints {
 		if watcher, err = newWatcher(o, server, seeds, ipv6, api, konn, log); err != nil {
-			closeAll()
-			return err
+			// The balancer works without the watch (persisted and seed
+			// upstreams): the node's API access must not depend on it.
+			log.Error("nllb cannot watch the API servers' EndpointSlices; serving the persisted and seed upstreams only", "error", err.Error())
+			watcher = nil
 		}
 	}
 
