@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -84,6 +85,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 			log.Error("nllb cannot watch the API servers' EndpointSlices: forbidden", "error", err.Error(), "rbac", RBACHint)
 		case apierrors.IsForbidden(err):
 			log.Debug("nllb EndpointSlice watch still forbidden", "error", err.Error())
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+			// A closed connection (an API server restarting, an upstream
+			// leaving the set) or an expired resource version: the
+			// informer re-watches or re-lists, nothing is wrong.
+			log.Debug("nllb EndpointSlice watch ended; resuming", "error", err.Error())
 		default:
 			log.Warn("nllb EndpointSlice watch failed; retrying", "error", err.Error())
 		}
