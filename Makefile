@@ -52,7 +52,7 @@ kube-bin:
 
 ## integration: controller, speaker, svclb DaemonSet and Helm chart tests against a real kube-apiserver + etcd (with -race)
 integration: kube-bin
-	$(GO) test -race -tags integration -count=1 -timeout 20m ./controller/ ./speaker/ ./svclb/daemonset/ ./charts/
+	$(GO) test -race -tags integration -count=1 -timeout 20m ./controller/ ./speaker/ ./svclb/daemonset/ ./nllb/node/ ./charts/
 
 HELM ?= $(HERALD_CACHE)/helm-v3.22.0/bin/helm
 

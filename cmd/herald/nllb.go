@@ -27,8 +27,9 @@ func parseNLLBFlags(args []string, stderr io.Writer) (nllbFlags, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: herald nllb --kubeconfig FILE [flags]")
-		fmt.Fprintln(stderr, "\nServes the node-local API-server balancer on the loopback from local files only (no API")
-		fmt.Fprintln(stderr, "server needed to start): the bootstrap mode, run as a static pod or a host service.")
+		fmt.Fprintln(stderr, "\nServes the node-local API-server balancer on the loopback, starting from local files only (no API")
+		fmt.Fprintln(stderr, "server needed to start): the bootstrap mode, run as a static pod or a host service. Once it serves,")
+		fmt.Fprintln(stderr, "it follows the API servers listed in the default/kubernetes EndpointSlices (--watch-endpoints).")
 		fmt.Fprintln(stderr, "\nFlags:")
 		fs.PrintDefaults()
 	}
@@ -48,6 +49,7 @@ func parseNLLBFlags(args []string, stderr io.Writer) (nllbFlags, error) {
 	fs.IntVar(&o.Thresholds.UnhealthyAfter, "unhealthy-after", o.Thresholds.UnhealthyAfter, "consecutive failed checks that make an upstream unhealthy")
 	fs.IntVar(&o.Thresholds.HealthyAfter, "healthy-after", o.Thresholds.HealthyAfter, "consecutive passed checks that make an unhealthy upstream healthy")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "timeout of one dial to an upstream before the next is tried")
+	fs.BoolVar(&o.WatchEndpoints, "watch-endpoints", o.WatchEndpoints, "follow the default/kubernetes EndpointSlices through the balancer with the kubeconfig's credentials (needs RBAC, see docs/nllb.md); false: the seed and persisted upstreams only")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", "", "Prometheus metrics listen address (empty: none)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {

@@ -19,12 +19,14 @@ func TestNLLBFlags(t *testing.T) {
 	o := f.o
 	if o.APIServerPort != 7443 || o.Konnectivity || o.KonnectivityPort != 7132 || o.KonnectivityUpstreamPort != 8132 ||
 		o.HealthMode != node.HealthReadyz || o.Thresholds.Interval != 5*time.Second || o.Thresholds.UnhealthyAfter != 5 ||
-		o.Thresholds.HealthyAfter != 3 || o.Loopback != "auto" || o.StateFile != "/var/lib/herald/nllb-upstreams.json" {
+		o.Thresholds.HealthyAfter != 3 || o.Loopback != "auto" || o.StateFile != "/var/lib/herald/nllb-upstreams.json" ||
+		!o.WatchEndpoints {
 		t.Errorf("defaults: %+v", o)
 	}
 	f, err = parseNLLBFlags([]string{"--kubeconfig", "/k", "--patched-kubeconfig", "/p", "--upstreams", "10.0.0.1:6443, [fd00::1]:6443",
 		"--konnectivity", "--konnectivity-port", "7133", "--health-mode", "tcp", "--health-interval", "2s", "--health-timeout", "1s",
-		"--unhealthy-after", "3", "--healthy-after", "2", "--loopback", "ipv6", "--apiserver-port", "7444"}, io.Discard)
+		"--unhealthy-after", "3", "--healthy-after", "2", "--loopback", "ipv6", "--apiserver-port", "7444",
+		"--watch-endpoints=false"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func TestNLLBFlags(t *testing.T) {
 	if o.KubeconfigOut != "/p" || !slices.Equal(o.Seeds, []netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:6443"), netip.MustParseAddrPort("[fd00::1]:6443")}) ||
 		!o.Konnectivity || o.KonnectivityPort != 7133 || o.HealthMode != node.HealthTCP || o.Thresholds.Interval != 2*time.Second ||
 		o.Thresholds.Timeout != time.Second || o.Thresholds.UnhealthyAfter != 3 || o.Thresholds.HealthyAfter != 2 ||
-		o.Loopback != "ipv6" || o.APIServerPort != 7444 {
+		o.Loopback != "ipv6" || o.APIServerPort != 7444 || o.WatchEndpoints {
 		t.Errorf("flags: %+v", o)
 	}
 	for _, tc := range []struct {

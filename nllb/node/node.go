@@ -1,9 +1,11 @@
-// Package node runs NLLB on a node from local files only: the node's
-// kubeconfig (the seed API server and the credentials of the readyz
+// Package node runs NLLB on a node, starting from local files only: the
+// node's kubeconfig (the seed API server and the credentials of the readyz
 // checks), the persisted upstream set and extra seed addresses. It needs
 // no API server to start, so it serves as the bootstrap (static pod or
 // host service) mode: a kubelet pointed at the balancer reaches an API
-// server before any pod runs.
+// server before any pod runs. Once it serves, it can follow the API
+// servers listed in the default/kubernetes EndpointSlices, watched through
+// the balancer itself with the node's credentials (Options.WatchEndpoints).
 package node
 
 import (
@@ -21,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/herald-lb/herald/nllb"
+	"github.com/herald-lb/herald/nllb/discovery"
 	"github.com/herald-lb/herald/nllb/health"
 	"github.com/herald-lb/herald/nllb/kubeconfig"
 )
@@ -69,6 +72,10 @@ type Options struct {
 	HealthMode               HealthMode
 	Thresholds               health.Thresholds
 	DialTimeout              time.Duration
+	// WatchEndpoints follows the default/kubernetes EndpointSlices through
+	// the balancer with the kubeconfig's credentials: the set becomes the
+	// cluster's ready API servers plus the seeds, and is persisted.
+	WatchEndpoints bool
 	// MetricsAddr, when set, serves /metrics there.
 	MetricsAddr string
 	// Registerer receives the metrics (default prometheus.DefaultRegisterer).
@@ -91,6 +98,7 @@ func DefaultOptions() Options {
 		HealthMode:               HealthReadyz,
 		Thresholds:               health.DefaultThresholds(),
 		DialTimeout:              nllb.DefaultDialTimeout,
+		WatchEndpoints:           true,
 	}
 }
 
@@ -188,6 +196,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	balancers := []*nllb.Balancer{api}
+	var konn *nllb.Balancer
 	if o.Konnectivity {
 		kups := make([]netip.AddrPort, len(ups))
 		for i, u := range ups {
@@ -203,6 +212,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 		balancers = append(balancers, k)
+		konn = k
 	}
 	closeAll := func() {
 		for _, b := range balancers {
@@ -226,9 +236,19 @@ func Run(ctx context.Context, o Options) error {
 		log.Info("nllb patched kubeconfig ready", "path", o.KubeconfigOut, "server", lbURL, "written", wrote)
 	}
 
+	var watcher *discovery.Watcher
+	if o.WatchEndpoints {
+		if watcher, err = newWatcher(o, server, seeds, ipv6, api, konn, log); err != nil {
+			// The balancer works without the watch (persisted and seed
+			// upstreams): the node's API access must not depend on it.
+			log.Error("nllb cannot watch the API servers' EndpointSlices; serving the persisted and seed upstreams only", "error", err.Error())
+			watcher = nil
+		}
+	}
+
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	errs := make(chan error, len(balancers)+2)
+	errs := make(chan error, len(balancers)+3)
 	for _, b := range balancers {
 		go func() { errs <- b.Serve(ctx) }()
 	}
@@ -236,6 +256,10 @@ func Run(ctx context.Context, o Options) error {
 	if o.KubeconfigOut != "" {
 		running++
 		go func() { errs <- syncKubeconfig(ctx, o, lbURL, log) }()
+	}
+	if watcher != nil {
+		running++
+		go func() { errs <- watcher.Run(ctx) }()
 	}
 	if o.MetricsAddr != "" {
 		running++
