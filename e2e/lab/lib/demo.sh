@@ -32,7 +32,8 @@ herald_install() {
 		[ "$PHASE_STATUS" = 0 ] || return 0
 		HERALD_INSTALLED_BY="minimal manifest e2e/lab/manifests/herald-controller.yaml (no Helm chart yet)"
 	fi
-	if [ "$LAB_SPEAKER" = 1 ]; then
+	# The chart brings the speaker; the minimal manifest's is only for the controller-only path.
+	if [ "$LAB_SPEAKER" = 1 ] && [ "$HERALD_INSTALLED_BY" != "helm install of charts/herald" ]; then
 		try_phase "install the Herald speaker DaemonSet (LAB_SPEAKER=1; minimal manifest)" herald_speaker_up
 		[ "$PHASE_STATUS" = 0 ] || log "the Herald speaker did not become ready (kubectl -n herald-system logs ds/herald-speaker)"
 	fi
@@ -51,9 +52,9 @@ demo_manifest() { kubectl_lab apply -f "$LAB_DIR/manifests/$1" >/dev/null; }
 helm_install() {
 	# shellcheck disable=SC2086 # HERALD_HELM_ARGS is a list of arguments
 	"$HELM_BIN/helm" --kubeconfig "$LAB_STATE/admin.kubeconfig" upgrade --install herald "$REPO_DIR/charts/herald" \
-		--namespace herald-system --create-namespace \
+		--namespace herald-system --create-namespace -f "$LAB_DIR/manifests/herald-values.yaml" \
 		--set "image.repository=${HERALD_IMAGE%:*}" --set "image.tag=${HERALD_IMAGE##*:}" \
-		--set image.pullPolicy=IfNotPresent ${HERALD_HELM_ARGS:-} --wait --timeout 120s
+		--set "memberlist.profile=$LAB_MEMBERLIST_PROFILE" ${HERALD_HELM_ARGS:-} --wait --timeout 120s
 }
 
 # herald_up: the Herald controller, and the speaker with LAB_SPEAKER=1 (`lab herald-up`).
