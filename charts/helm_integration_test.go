@@ -36,16 +36,7 @@ func helmPath() string {
 	if p := os.Getenv("HERALD_HELM"); p != "" {
 		return p
 	}
-	cache := os.Getenv("HERALD_CACHE")
-	if cache == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, _ := os.UserHomeDir()
-			base = filepath.Join(home, ".cache")
-		}
-		cache = filepath.Join(base, "herald")
-	}
-	return filepath.Join(cache, "helm-"+HelmVersion, "bin", "helm")
+	return filepath.Join(kubeapi.CacheDir(), "helm-"+HelmVersion, "bin", "helm")
 }
 
 // render runs `helm template` of the chart as release "herald" in namespace ns with the extra arguments, and

@@ -15,15 +15,14 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/controller"
 )
 
 // The RBAC tests install the chart's ServiceAccounts and RBAC objects (rendered by helm, applied for real) in
@@ -50,24 +49,13 @@ type clients struct {
 	c  client.WithWatch
 }
 
-func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1beta1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
-
 func newClients(t *testing.T, cfg *rest.Config) clients {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme()})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: controller.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,15 +154,8 @@ func untilRouters(t *testing.T, ctx context.Context, what string, start time.Tim
 	for _, rt := range cluster.Routers() {
 		go func() {
 			for ctx.Err() == nil {
-				r, _, err := rt.Route(ctx, prefix)
-				if err != nil {
-					continue
-				}
-				hops := map[netip.Addr]bool{}
-				for _, p := range r.Paths {
-					hops[p.NextHop] = true
-				}
-				if cond(hops) {
+				hops, err := pathsVia(ctx, rt, prefix)
+				if err == nil && cond(hops) {
 					results <- result{rt.Name(), time.Since(start)}
 					return
 				}

@@ -24,19 +24,15 @@ import (
 // What the BGP and layer 2 suites share: the routers' view, the external client's answers, BGPPeers for the
 // routers, and the numbers the long runs take from the environment.
 
-// pathsVia returns the next hops router rt has for prefix now.
+// pathsVia returns the next hops router rt has for prefix now (one listing of that prefix).
 func pathsVia(ctx context.Context, rt e2e.Router, prefix netip.Prefix) (map[netip.Addr]bool, error) {
-	routes, err := rt.Routes(ctx)
+	r, _, err := rt.Route(ctx, prefix)
 	if err != nil {
 		return nil, err
 	}
 	out := map[netip.Addr]bool{}
-	for _, r := range routes {
-		if r.Prefix == prefix {
-			for _, p := range r.Paths {
-				out[p.NextHop] = true
-			}
-		}
+	for _, p := range r.Paths {
+		out[p.NextHop] = true
 	}
 	return out, nil
 }

@@ -250,16 +250,8 @@ func waitSvclbNodes(t *testing.T, ctx context.Context, f *heraldFixture, svc *co
 	if err := f.c.Get(ctx, svcKey(svc), svc); err != nil {
 		t.Fatal(err)
 	}
-	var wantNodes, wantIngress []string
-	for _, fam := range svc.Spec.IPFamilies {
-		for _, n := range want {
-			if fam == corev1.IPv6Protocol {
-				wantIngress = append(wantIngress, n.IPv6.String())
-			} else {
-				wantIngress = append(wantIngress, n.IPv4.String())
-			}
-		}
-	}
+	wantIngress := nodeIngress(svc, want)
+	var wantNodes []string
 	for _, n := range want {
 		wantNodes = append(wantNodes, n.Name)
 	}
@@ -280,10 +272,7 @@ func waitSvclbNodes(t *testing.T, ctx context.Context, f *heraldFixture, svc *co
 		if err := f.c.Get(ctx, svcKey(svc), svc); err != nil {
 			return false, err
 		}
-		var ingress []string
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			ingress = append(ingress, in.IP)
-		}
+		ingress := statusIPs(svc)
 		state = fmt.Sprintf("ready pods on %v, status %v", ready, ingress)
 		return slices.Equal(ready, wantNodes) && sameSet(ingress, wantIngress) && familyOrdered(ingress, svc.Spec.IPFamilies), fmt.Errorf("%s", state)
 	})
@@ -294,28 +283,42 @@ func waitSvclbNodes(t *testing.T, ctx context.Context, f *heraldFixture, svc *co
 // Service's order.
 func waitSvclbStatus(t *testing.T, ctx context.Context, f *heraldFixture, svc *corev1.Service, want ...e2e.Node) {
 	t.Helper()
-	var wantIngress []string
-	for _, n := range want {
-		wantIngress = append(wantIngress, n.IPv4.String(), n.IPv6.String())
+	if err := f.c.Get(ctx, svcKey(svc), svc); err != nil {
+		t.Fatal(err)
 	}
+	wantIngress := nodeIngress(svc, want)
 	waitFor(t, ctx, fmt.Sprintf("the status of %s listing %v", svc.Name, wantIngress), func() (bool, error) {
 		if err := f.c.Get(ctx, svcKey(svc), svc); err != nil {
 			return false, err
 		}
-		var ingress []string
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			if slices.Contains(svc.Spec.IPFamilies, corev1.IPv6Protocol) || netip.MustParseAddr(in.IP).Is4() {
-				ingress = append(ingress, in.IP)
-			}
-		}
-		var w []string
-		for _, a := range wantIngress {
-			if slices.Contains(svc.Spec.IPFamilies, corev1.IPv6Protocol) || netip.MustParseAddr(a).Is4() {
-				w = append(w, a)
-			}
-		}
-		return sameSet(ingress, w) && familyOrdered(ingress, svc.Spec.IPFamilies), fmt.Errorf("status %v", ingress)
+		ingress := statusIPs(svc)
+		return sameSet(ingress, wantIngress) && familyOrdered(ingress, svc.Spec.IPFamilies), fmt.Errorf("status %v", ingress)
 	})
+}
+
+// nodeIngress are the addresses the status of svc should list for the nodes: each node's address of each of the
+// Service's families.
+func nodeIngress(svc *corev1.Service, nodes []e2e.Node) []string {
+	var out []string
+	for _, fam := range svc.Spec.IPFamilies {
+		for _, n := range nodes {
+			if fam == corev1.IPv6Protocol {
+				out = append(out, n.IPv6.String())
+			} else {
+				out = append(out, n.IPv4.String())
+			}
+		}
+	}
+	return out
+}
+
+// statusIPs are the addresses in the Service's status, in order.
+func statusIPs(svc *corev1.Service) []string {
+	var out []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		out = append(out, in.IP)
+	}
+	return out
 }
 
 // sameSet reports whether a and b hold the same strings.

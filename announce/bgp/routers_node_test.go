@@ -549,37 +549,37 @@ type ribPath struct {
 
 // ribPaths lists the global RIB of a's server.
 func (m *Manager) ribPaths(a netip.Addr) []ribPath {
-	m.mu.Lock()
-	s := m.sessions[a]
-	m.mu.Unlock()
-	if s == nil {
-		return nil
-	}
 	var out []ribPath
-	for _, fam := range []*api.Family{familyV4, familyV6} {
-		_ = s.gs.srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: fam}, func(d *api.Destination) {
-			for _, p := range d.Paths {
-				out = append(out, ribPath{prefix: d.Prefix, source: p.NeighborIp, local: p.NeighborIp != a.String()})
-			}
-		})
-	}
+	m.listPaths(a, api.TableType_GLOBAL, func(d *api.Destination) {
+		for _, p := range d.Paths {
+			out = append(out, ribPath{prefix: d.Prefix, source: p.NeighborIp, local: p.NeighborIp != a.String()})
+		}
+	})
 	return out
 }
 
 // adjIn lists the prefixes a's router sent (before the import policy).
 func (m *Manager) adjIn(a netip.Addr) []string {
+	var out []string
+	m.listPaths(a, api.TableType_ADJ_IN, func(d *api.Destination) { out = append(out, d.Prefix) })
+	slices.Sort(out)
+	return out
+}
+
+// listPaths walks one table of a's server (the adj-in table of the neighbour a), both families.
+func (m *Manager) listPaths(a netip.Addr, table api.TableType, f func(*api.Destination)) {
 	m.mu.Lock()
 	s := m.sessions[a]
 	m.mu.Unlock()
 	if s == nil {
-		return nil
+		return
 	}
-	var out []string
+	req := &api.ListPathRequest{TableType: table}
+	if table == api.TableType_ADJ_IN {
+		req.Name = a.String()
+	}
 	for _, fam := range []*api.Family{familyV4, familyV6} {
-		_ = s.gs.srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_ADJ_IN, Name: a.String(), Family: fam}, func(d *api.Destination) {
-			out = append(out, d.Prefix)
-		})
+		req.Family = fam
+		_ = s.gs.srv.ListPath(context.Background(), req, f)
 	}
-	slices.Sort(out)
-	return out
 }

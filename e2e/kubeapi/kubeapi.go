@@ -40,16 +40,21 @@ func BinDir() string {
 	if d := os.Getenv("HERALD_KUBE_BIN"); d != "" {
 		return d
 	}
-	cache := os.Getenv("HERALD_CACHE")
-	if cache == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, _ := os.UserHomeDir()
-			base = filepath.Join(home, ".cache")
-		}
-		cache = filepath.Join(base, "herald")
+	return filepath.Join(CacheDir(), "k8s-"+KubeVersion, "bin")
+}
+
+// CacheDir is where the project caches built tools and binaries: $HERALD_CACHE, or herald under the user's cache
+// directory ($XDG_CACHE_HOME, default ~/.cache), as the lab's scripts have it.
+func CacheDir() string {
+	if c := os.Getenv("HERALD_CACHE"); c != "" {
+		return c
 	}
-	return filepath.Join(cache, "k8s-"+KubeVersion, "bin")
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "herald")
 }
 
 // Server is a running etcd + kube-apiserver pair.
