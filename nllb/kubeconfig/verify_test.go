@@ -2,22 +2,14 @@ package kubeconfig
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -25,37 +17,8 @@ import (
 
 	"github.com/herald-lb/herald/nllb"
 	"github.com/herald-lb/herald/nllb/health"
+	"github.com/herald-lb/herald/nllb/internal/testcert"
 )
-
-// selfSigned is a certificate valid only for the given IP or DNS name (not
-// for 127.0.0.1, where the test server really listens).
-func selfSigned(t *testing.T, ip net.IP, dns string) (tls.Certificate, []byte) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	if ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
-	}
-	if dns != "" {
-		tmpl.DNSNames = []string{dns}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
 
 // TestPatchedKubeconfigVerifiesThroughTheBalancer: client-go, given the
 // patched kubeconfig, reaches an API server through the balancer and
@@ -74,7 +37,7 @@ func TestPatchedKubeconfigVerifiesThroughTheBalancer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cert, caPEM := selfSigned(t, tt.ip, tt.dns)
+			cert, caPEM := testcert.SelfSigned(t, tt.ip, tt.dns)
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 			srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 			srv.StartTLS()

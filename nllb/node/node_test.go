@@ -2,16 +2,9 @@ package node
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -30,6 +23,7 @@ import (
 
 	"github.com/herald-lb/herald/nllb"
 	"github.com/herald-lb/herald/nllb/health"
+	"github.com/herald-lb/herald/nllb/internal/testcert"
 )
 
 func TestValidate(t *testing.T) {
@@ -65,33 +59,13 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// certFor is a self-signed certificate valid only for ip.
-func certFor(t *testing.T, ip net.IP) (tls.Certificate, []byte) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
-		IPAddresses: []net.IP{ip},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
 // TestRunWithTheSeedDown: the kubeconfig's server (192.0.2.10, a
 // documentation address nothing answers on) is down; an extra upstream on
 // the loopback answers /readyz with the seed's certificate. Run starts
 // without any API server, persists both upstreams, writes a patched
 // kubeconfig, and client-go requests through it all succeed.
 func TestRunWithTheSeedDown(t *testing.T) {
-	cert, caPEM := certFor(t, net.ParseIP("192.0.2.10"))
+	cert, caPEM := testcert.SelfSigned(t, net.ParseIP("192.0.2.10"), "")
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer node-token" {
 			http.Error(w, "forbidden", http.StatusForbidden)
