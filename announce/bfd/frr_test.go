@@ -7,9 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,7 +30,7 @@ func startFRR(t *testing.T, ns *netnstest.NS, conf string) *frr {
 			t.Skipf("skipping: %s is not installed (Debian packages frr, util-linux)", bin)
 		}
 	}
-	sweepFRR(t)
+	netnstest.SweepDaemons(t, frrDirPrefix)
 	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", frrDirPrefix, os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
@@ -98,38 +96,6 @@ func startFRR(t *testing.T, ns *netnstest.NS, conf string) *frr {
 // frrDirPrefix names the state directories of the daemons a test run
 // starts: hb-bfd-frr-<test pid>-*; every daemon has it in its arguments.
 const frrDirPrefix = "hb-bfd-frr-"
-
-// sweepFRR kills the daemons of earlier runs of these tests that were
-// killed before their cleanup (their test process is gone), and removes
-// their directories. Nothing else is touched.
-func sweepFRR(t *testing.T) {
-	prefix := filepath.Join(os.TempDir(), frrDirPrefix)
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, f := range procs {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		_, rest, ok := strings.Cut(string(b), prefix)
-		if !ok {
-			continue
-		}
-		owner, _, ok := strings.Cut(rest, "-")
-		if _, err := strconv.Atoi(owner); !ok || err != nil || owner == strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		if _, err := os.Stat("/proc/" + owner); err == nil {
-			continue
-		}
-		pid, _ := strconv.Atoi(strings.Split(f, "/")[2])
-		t.Logf("killing pid %d, left by test process %s", pid, owner)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		dirs, _ := filepath.Glob(prefix + owner + "-*")
-		for _, d := range dirs {
-			_ = os.RemoveAll(d)
-		}
-	}
-}
 
 func (f *frr) vtysh(cmds ...string) (string, error) {
 	args := []string{"vtysh", "--vty_socket", filepath.Join(f.dir, "run")}

@@ -56,7 +56,7 @@ func TestBFDRouters(t *testing.T) {
 	lan := netnstest.NewLAN(lab, 2)
 	node, fns := lan.Nodes[0], lan.Nodes[1]
 
-	sweepDaemons(t)
+	netnstest.SweepDaemons(t, daemonDirPrefix)
 	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", daemonDirPrefix, os.Getpid()))
 	if err != nil {
 		t.Fatal(err)

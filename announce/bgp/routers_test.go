@@ -8,10 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -58,7 +56,7 @@ func TestRouters(t *testing.T) {
 	lan := netnstest.NewLAN(lab, 3)
 	node, gns, fns := lan.Nodes[0], lan.Nodes[1], lan.Nodes[2]
 
-	sweepDaemons(t)
+	netnstest.SweepDaemons(t, daemonDirPrefix)
 	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", daemonDirPrefix, os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
@@ -91,44 +89,6 @@ func TestRouters(t *testing.T) {
 // starts: hb-bgp-<test pid>-*, in the temporary directory. Every daemon
 // has its directory in its arguments.
 const daemonDirPrefix = "hb-bgp-"
-
-// sweepDaemons kills the routers that an earlier run of this test started
-// and could not stop (killed before its cleanup: a timeout panic, a
-// closed output pipe): the processes whose arguments name a state
-// directory of a test process that no longer exists. Nothing else is
-// touched.
-func sweepDaemons(t *testing.T) {
-	prefix := filepath.Join(os.TempDir(), daemonDirPrefix)
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	dead := map[string]bool{}
-	for _, f := range procs {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		_, rest, ok := strings.Cut(string(b), prefix)
-		if !ok {
-			continue
-		}
-		owner, _, ok := strings.Cut(rest, "-")
-		if _, err := strconv.Atoi(owner); !ok || err != nil || owner == strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		if _, err := os.Stat("/proc/" + owner); err == nil {
-			continue // its test is still running
-		}
-		pid, _ := strconv.Atoi(strings.Split(f, "/")[2])
-		t.Logf("killing pid %d, left by test process %s: %q", pid, owner, strings.ReplaceAll(string(b), "\x00", " "))
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		dead[owner] = true
-	}
-	for owner := range dead {
-		dirs, _ := filepath.Glob(prefix + owner + "-*")
-		for _, d := range dirs {
-			_ = os.RemoveAll(d)
-		}
-	}
-}
 
 // daemon starts args inside the namespace ns (nsenter execs, so the pid
 // is the daemon's), kills it at cleanup and returns its pid.
