@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -187,17 +188,15 @@ func TestControllerInCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The chart runs two replicas with leader election: wait for new pods
+	// only, and for one of them to hold the Lease.
 	var pod corev1.Pod
-	waitFor(t, ctx, "a new controller pod to run alone", func() (bool, error) {
-		if err := c.List(ctx, &pods, client.InNamespace("herald-system"), client.MatchingLabels{"app.kubernetes.io/component": "controller"}); err != nil {
-			return false, err
-		}
-		if len(pods.Items) != 1 || old[pods.Items[0].UID] || pods.Items[0].Status.Phase != corev1.PodRunning {
-			return false, nil
-		}
-		pod = pods.Items[0]
-		return true, nil
+	waitFor(t, ctx, "new controller pods, one of them holding the leader Lease", func() (bool, error) {
+		var err error
+		pod, err = controllerLeader(ctx, c, old)
+		return pod.Name != "", err
 	})
+	t.Logf("the new leader is %s", pod.Name)
 	// The new controller serves a new Service (so it has restored and planned
 	// everything), and then its queue runs dry (so every write of its first
 	// sync is done).
@@ -217,6 +216,34 @@ func TestControllerInCluster(t *testing.T) {
 		t.Logf("before: %v", before)
 		t.Logf("after:  %v", after)
 	}
+}
+
+// controllerLeader returns the running controller pod that holds the leader
+// Lease (client-go writes "<pod name>_<uuid>" as the holder identity), or a
+// zero Pod while there is none or a pod in old is still there.
+func controllerLeader(ctx context.Context, c client.Client, old map[types.UID]bool) (corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace("herald-system"), client.MatchingLabels{"app.kubernetes.io/component": "controller"}); err != nil {
+		return corev1.Pod{}, err
+	}
+	var lease coordinationv1.Lease
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "herald-system", Name: "herald-controller"}, &lease); err != nil {
+		return corev1.Pod{}, client.IgnoreNotFound(err)
+	}
+	holder := ""
+	if lease.Spec.HolderIdentity != nil {
+		holder, _, _ = strings.Cut(*lease.Spec.HolderIdentity, "_")
+	}
+	var leader corev1.Pod
+	for _, p := range pods.Items {
+		if old[p.UID] {
+			return corev1.Pod{}, nil
+		}
+		if p.Name == holder && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			leader = p
+		}
+	}
+	return leader, nil
 }
 
 // controllerIdle reads the controller pod's metrics (through the API server's

@@ -13,6 +13,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LIB=${LAB_LIB:-$HERE/lib}
+REPO=$(cd "$LIB/../../.." && pwd)
 WORK=$(mktemp -d)
 trap '[ -n "${LAB_TEST_KEEP:-}" ] || rm -rf "$WORK"' EXIT
 failures=0
@@ -200,57 +201,55 @@ else
 	pass "LAB_IPV6=0: IPv4 only in the flags, kube-proxy and CNI"
 fi
 
-# 9. lab herald-up / herald-down against a kubectl that records what it is asked (and the manifests it is fed):
-#    the speaker DaemonSet only with LAB_SPEAKER=1, from the Herald image, with exactly NET_RAW and NET_ADMIN added
-#    to an empty capability set; herald-down removes it either way.
-mkdir -p "$WORK/cache/k8s-v1.37.2/bin"
-cat >"$WORK/cache/k8s-v1.37.2/bin/kubectl" <<'EOF'
+# 9. lab herald-up / herald-down against a helm that records what it is asked: helm upgrade --install of the repo's
+#    chart with the lab's values, the image and memberlist profile, the speakers only with LAB_SPEAKER=1, waiting for
+#    the pods; herald-down uninstalls the release. (What the chart renders is tested by the chart's own tests.)
+mkdir -p "$WORK/cache/helm-v3.22.0/bin" "$WORK/state/logs"
+cat >"$WORK/cache/helm-v3.22.0/bin/helm" <<'EOF'
 #!/bin/sh
-echo "kubectl $*" >>"$KUBECTL_LOG"
-case " $* " in *" -f - "*) cat >>"$KUBECTL_LOG" ;; esac
+echo "helm $*" >>"$HELM_LOG"
 exit 0
 EOF
-chmod +x "$WORK/cache/k8s-v1.37.2/bin/kubectl"
+chmod +x "$WORK/cache/helm-v3.22.0/bin/helm"
 herald_up_log() {
-	rm -f "$WORK/kubectl.log"
-	KUBECTL_LOG=$WORK/kubectl.log run_lab 'herald_up; herald_down'
-	touch "$WORK/kubectl.log"
+	rm -f "$WORK/helm.log"
+	HELM_LOG=$WORK/helm.log run_lab 'herald_up; herald_down'
+	touch "$WORK/helm.log"
 }
 LAB_SPEAKER=0 herald_up_log
-off=$(cat "$WORK/kubectl.log")
+off=$(cat "$WORK/helm.log")
 off_status=$status
 LAB_SPEAKER=1 HERALD_IMAGE=localhost/herald:test herald_up_log
-on=$WORK/kubectl.log
-# The container's capabilities: the drop/add lines between "capabilities:" and "privileged:".
-caps=$(sed -n '/^ *capabilities:/,/^ *privileged:/p' "$on" | grep -E '^ *(drop|add):' | tr -d ' ')
-if [ "$off_status" != 0 ] || [ "$status" != 0 ] || echo "$off" | grep -q 'kind: DaemonSet' ||
-	! echo "$off" | grep -q 'delete daemonset herald-speaker' ||
-	! grep -q 'name: herald-speaker' "$on" || ! grep -q 'rollout status ds/herald-speaker' "$on" ||
-	! grep -q 'image: localhost/herald:test' "$on" || ! grep -qF 'args: [speaker, --node-name=$(NODE_NAME), --memberlist-profile=fast]' "$on" ||
-	! grep -q 'hostNetwork: true' "$on" || [ "$caps" != "$(printf 'drop:[ALL]\nadd:[NET_RAW,NET_ADMIN]')" ] ||
-	grep -q 'privileged: true' "$on" || ! grep -q 'delete daemonset herald-speaker' "$on" ||
-	! grep -qF 'args: [controller, --leader-elect=false, --svclb-image=localhost/herald:test, --svclb-image-pull-policy=Never]' "$on"; then
-	fail "herald-up with and without LAB_SPEAKER (status $off_status, $status; capabilities: $caps):"
+on=$(cat "$WORK/helm.log")
+install_on=$(grep -F 'upgrade --install' <<<"$on" || true)
+if [ "$off_status" != 0 ] || [ "$status" != 0 ] || ! grep -qF -- '--set speaker.enabled=false' <<<"$off" ||
+	! grep -qF -- "upgrade --install herald $REPO/charts/herald --namespace herald-system" <<<"$install_on" ||
+	! grep -qF -- "-f $REPO/e2e/lab/manifests/herald-values.yaml" <<<"$install_on" ||
+	! grep -qF -- '--set image.repository=localhost/herald --set image.tag=test' <<<"$install_on" ||
+	! grep -qF -- '--set memberlist.profile=fast --set speaker.enabled=true' <<<"$install_on" ||
+	! grep -qF -- '--wait' <<<"$install_on" || ! grep -qF -- '-n herald-system uninstall herald --wait' <<<"$on"; then
+	fail "herald-up / herald-down with and without LAB_SPEAKER (status $off_status, $status):"
 	{
 		echo "--- LAB_SPEAKER=0:"
 		echo "$off"
 		echo "--- LAB_SPEAKER=1:"
-		cat "$on"
+		echo "$on"
+		cat "$WORK/out"
 	} | sed 's/^/      /'
 else
-	pass "lab herald-up installs the speaker only with LAB_SPEAKER=1: Herald image, hostNetwork, NET_RAW + NET_ADMIN only; the controller's svclb pods run the Herald image"
+	pass "lab herald-up is helm upgrade --install of charts/herald with the lab's values and image, the speakers only with LAB_SPEAKER=1; herald-down uninstalls"
 fi
-# LAB_MEMBERLIST_PROFILE reaches the speaker's flags; a profile the speaker does not know is refused before kubectl
-# is called at all.
+# LAB_MEMBERLIST_PROFILE reaches the chart's values; a profile the speaker does not know is refused before helm is
+# called at all.
 LAB_SPEAKER=1 LAB_MEMBERLIST_PROFILE=default herald_up_log
 def_status=$status
-def_args=$(grep -F 'args: [speaker' "$WORK/kubectl.log" || true)
+def_set=$(grep -oF -- '--set memberlist.profile=default' "$WORK/helm.log" || true)
 LAB_SPEAKER=1 LAB_MEMBERLIST_PROFILE=turbo herald_up_log
-if [ "$def_status" != 0 ] || [ "$def_args" != '        args: [speaker, --node-name=$(NODE_NAME), --memberlist-profile=default]' ] ||
-	[ "$status" = 0 ] || [ -s "$WORK/kubectl.log" ]; then
-	fail "LAB_MEMBERLIST_PROFILE (default: status $def_status, args '$def_args'; turbo: status $status)"
+if [ "$def_status" != 0 ] || [ "$def_set" != '--set memberlist.profile=default' ] ||
+	[ "$status" = 0 ] || [ -s "$WORK/helm.log" ]; then
+	fail "LAB_MEMBERLIST_PROFILE (default: status $def_status, '$def_set'; turbo: status $status)"
 else
-	pass "LAB_MEMBERLIST_PROFILE=default reaches --memberlist-profile; an unknown profile is refused"
+	pass "LAB_MEMBERLIST_PROFILE=default reaches memberlist.profile; an unknown profile is refused"
 fi
 
 if [ "$failures" -gt 0 ]; then

@@ -11,63 +11,55 @@ demo_apply() { sed "s|ECHO_IMAGE|$ECHO_IMAGE|" "$LAB_DIR/manifests/echo.yaml" | 
 svc_address() { kubectl_lab -n "$DEMO_NS" get svc echo -o jsonpath='{.status.loadBalancer.ingress[0].ip}' 2>/dev/null; }
 svc_has_address() { [ -n "$(svc_address)" ]; }
 
-# herald_install: Herald the way a user installs it (helm install of charts/herald) once the chart exists,
-# else a minimal manifest for the controller; then the demo's pools, advertisements and BGP peers. Sets
-# HERALD_INSTALLED_BY to how Herald was installed, or to "" if it could not be (the demo then goes on without).
-# It runs in the current shell (it sets a variable); the steps that may fail run with try_phase.
-HERALD_INSTALLED_BY=""
+# herald_install: Herald the way a user installs it (helm install of charts/herald with the lab's values), then
+# the demo's pools, advertisements and BGP peers. Any part that fails ends the demo, naming it and its logs.
 herald_install() {
-	HERALD_INSTALLED_BY=""
-	if [ -d "$REPO_DIR/charts/herald" ] && [ -x "$HELM_BIN/helm" ]; then
-		try_phase "helm install charts/herald" helm_install
-		if [ "$PHASE_STATUS" = 0 ]; then
-			HERALD_INSTALLED_BY="helm install of charts/herald"
-		else
-			log "helm install failed: falling back to the minimal controller manifest"
-			"$HELM_BIN/helm" --kubeconfig "$LAB_STATE/admin.kubeconfig" -n herald-system uninstall herald >/dev/null 2>&1 || true
-		fi
-	fi
-	if [ -z "$HERALD_INSTALLED_BY" ]; then
-		try_phase "install the Herald controller (minimal manifest; no Helm chart yet)" herald_controller_up
-		[ "$PHASE_STATUS" = 0 ] || return 0
-		HERALD_INSTALLED_BY="minimal manifest e2e/lab/manifests/herald-controller.yaml (no Helm chart yet)"
-	fi
-	# The chart brings the speaker; the minimal manifest's is only for the controller-only path.
-	if [ "$LAB_SPEAKER" = 1 ] && [ "$HERALD_INSTALLED_BY" != "helm install of charts/herald" ]; then
-		try_phase "install the Herald speaker DaemonSet (LAB_SPEAKER=1; minimal manifest)" herald_speaker_up
-		[ "$PHASE_STATUS" = 0 ] || log "the Herald speaker did not become ready (kubectl -n herald-system logs ds/herald-speaker)"
-	fi
-	try_phase "apply the demo's pools" demo_manifest demo-pools.yaml
-	if [ "$PHASE_STATUS" != 0 ]; then
-		HERALD_INSTALLED_BY=""
-		return 0
-	fi
-	try_phase "apply the demo's advertisements and BGP peers" demo_manifest demo-advertisements.yaml
-	[ "$PHASE_STATUS" = 0 ] || log "the demo's L2Advertisement/BGPAdvertisement/BGPPeers were refused (see above)"
+	local what="the controller"
+	if [ "$LAB_SPEAKER" = 1 ]; then what="the controller and the speakers"; fi
+	phase "helm install charts/herald ($what)" herald_up
+	phase "apply the demo's pools" demo_manifest demo-pools.yaml
+	phase "apply the demo's advertisements and BGP peers" demo_manifest demo-advertisements.yaml
 }
 
 demo_manifest() { kubectl_lab apply -f "$LAB_DIR/manifests/$1" >/dev/null; }
 
-# HERALD_HELM_ARGS adds helm arguments (e.g. --set for values the chart names differently).
-helm_install() {
-	# shellcheck disable=SC2086 # HERALD_HELM_ARGS is a list of arguments
-	"$HELM_BIN/helm" --kubeconfig "$LAB_STATE/admin.kubeconfig" upgrade --install herald "$REPO_DIR/charts/herald" \
-		--namespace herald-system --create-namespace -f "$LAB_DIR/manifests/herald-values.yaml" \
-		--set "image.repository=${HERALD_IMAGE%:*}" --set "image.tag=${HERALD_IMAGE##*:}" \
-		--set "memberlist.profile=$LAB_MEMBERLIST_PROFILE" ${HERALD_HELM_ARGS:-} --wait --timeout 120s
-}
+helm_lab() { "$HELM_BIN/helm" --kubeconfig "$LAB_STATE/admin.kubeconfig" "$@"; }
 
-# herald_up: the Herald controller, and the speaker with LAB_SPEAKER=1 (`lab herald-up`).
+# herald_up: `lab herald-up`: helm upgrade --install of charts/herald with manifests/herald-values.yaml, the lab's
+# image and LAB_MEMBERLIST_PROFILE; the speaker DaemonSet only with LAB_SPEAKER=1. Waits until every pod is ready.
+# HERALD_HELM_ARGS adds helm arguments (e.g. --set for a suite's values).
 herald_up() {
 	check_memberlist_profile
-	herald_controller_up
-	if [ "$LAB_SPEAKER" = 1 ]; then herald_speaker_up; fi
+	[ -x "$HELM_BIN/helm" ] || die "no helm in $HELM_BIN: run 'lab install' (or make kube-bin)"
+	local speaker=false
+	[ "$LAB_SPEAKER" = 1 ] && speaker=true
+	# shellcheck disable=SC2086 # HERALD_HELM_ARGS is a list of arguments
+	if ! helm_lab upgrade --install herald "$REPO_DIR/charts/herald" \
+		--namespace herald-system --create-namespace -f "$LAB_DIR/manifests/herald-values.yaml" \
+		--set "image.repository=${HERALD_IMAGE%:*}" --set "image.tag=${HERALD_IMAGE##*:}" \
+		--set "memberlist.profile=$LAB_MEMBERLIST_PROFILE" --set "speaker.enabled=$speaker" \
+		${HERALD_HELM_ARGS:-} --wait --timeout 120s >"$LOGS/helm-install.log" 2>&1; then
+		herald_logs
+		die "helm install of charts/herald failed (helm output: $LOGS/helm-install.log; pods and logs: $LOGS/herald-pods.log)"
+	fi
 }
 
-# herald_down: remove the controller Deployment and the speaker DaemonSet (CRDs and configuration stay).
+# herald_logs: the Herald pods, their recent events and logs, into $LOGS/herald-pods.log (for a failed install).
+herald_logs() {
+	{
+		kubectl_lab -n herald-system get pods -o wide
+		kubectl_lab -n herald-system get events --sort-by=.lastTimestamp | tail -30
+		kubectl_lab -n herald-system logs deploy/herald-controller --tail=50 --all-containers
+		kubectl_lab -n herald-system logs ds/herald-speaker --tail=50 --all-containers
+	} >"$LOGS/herald-pods.log" 2>&1 || true
+}
+
+# herald_down: `lab herald-down`: helm uninstall of the release, waiting for its pods to go (the CRDs and the
+# configuration in them stay, by Helm's rules).
 herald_down() {
-	kubectl_lab -n herald-system delete daemonset herald-speaker --ignore-not-found --wait=true >/dev/null
-	kubectl_lab -n herald-system delete deployment herald-controller --ignore-not-found --wait=true >/dev/null
+	if helm_lab -n herald-system status herald >/dev/null 2>&1; then
+		helm_lab -n herald-system uninstall herald --wait --timeout 120s >/dev/null
+	fi
 }
 
 # check_memberlist_profile: LAB_MEMBERLIST_PROFILE is one the speaker knows (before anything is installed).
@@ -76,29 +68,6 @@ check_memberlist_profile() {
 	fast | default) ;;
 	*) die "LAB_MEMBERLIST_PROFILE=$LAB_MEMBERLIST_PROFILE: want fast or default" ;;
 	esac
-}
-
-# herald_speaker_up: the speaker DaemonSet (manifests/herald-speaker.yaml; the namespace comes with the
-# controller's manifest), and wait until it runs on every node.
-herald_speaker_up() {
-	check_memberlist_profile
-	sed -e "s|HERALD_IMAGE|$HERALD_IMAGE|" -e "s|MEMBERLIST_PROFILE|$LAB_MEMBERLIST_PROFILE|" \
-		"$LAB_DIR/manifests/herald-speaker.yaml" | kubectl_lab apply -f - >/dev/null
-	kubectl_lab -n herald-system rollout status ds/herald-speaker --timeout=60s >/dev/null
-}
-
-# speaker_ready: the Herald speaker DaemonSet runs, ready, on every node it is scheduled to.
-speaker_ready() {
-	local st
-	st=$(kubectl_lab -n herald-system get ds herald-speaker -o jsonpath='{.status.desiredNumberScheduled} {.status.numberReady}' 2>/dev/null) || return 1
-	[ "${st% *}" -gt 0 ] 2>/dev/null && [ "${st% *}" = "${st#* }" ]
-}
-
-herald_controller_up() {
-	kubectl_lab apply -f "$REPO_DIR/config/crd" >/dev/null
-	kubectl_lab wait --for condition=established --timeout=30s -f "$REPO_DIR/config/crd" >/dev/null
-	sed "s|HERALD_IMAGE|$HERALD_IMAGE|" "$LAB_DIR/manifests/herald-controller.yaml" | kubectl_lab apply -f - >/dev/null
-	kubectl_lab -n herald-system rollout status deploy/herald-controller --timeout=60s >/dev/null
 }
 
 demo_fetch() { in_ns "$NS_CLIENT" curl -s --max-time 2 "http://$1/"; }
@@ -157,72 +126,43 @@ cmd_demo() {
 	need_root
 	LAB_SPEAKER=$LAB_SPEAKER_DEMO
 	if ! lab_is_up; then cmd_up; fi
-	local ip node_ip assigned_by
-	local controller=0
-	if [ ! -f "$IMAGE_CACHE/herald.tar" ]; then
-		log "no Herald image: the lab assigns the address by hand"
-	elif [ ! -d "$REPO_DIR/config/crd" ]; then
-		log "no CRDs in config/crd: the lab assigns the address by hand"
-	else
-		herald_install
-		if [ -n "$HERALD_INSTALLED_BY" ]; then
-			controller=1
-		else
-			log "the Herald controller did not start (kubectl -n herald-system logs deploy/herald-controller); the lab assigns the address by hand"
-		fi
-	fi
+	[ -f "$IMAGE_CACHE/herald.tar" ] || die "no Herald image in $IMAGE_CACHE: 'lab images' could not build ./cmd/herald (see its output)"
+	herald_install
 	phase "deploy the echo backend and a LoadBalancer Service" demo_apply
 	phase "wait for the echo pods" kubectl_lab -n "$DEMO_NS" rollout status deploy/echo --timeout=120s >/dev/null
-
-	# The Herald controller assigns the address. Without one, the lab sets it by hand.
-	if [ $controller = 1 ]; then
-		try_phase "wait for the Herald controller to assign an address" wait_for "an address" 30 svc_has_address
-	fi
+	on_failure "lab demo failed: the Herald controller assigned no address (kubectl -n herald-system logs deploy/herald-controller; kubectl -n $DEMO_NS describe svc echo); lab logs in $LOGS"
+	phase "wait for the Herald controller to assign an address" wait_for "an address" 30 svc_has_address
+	local ip node_ip out
 	ip=$(svc_address)
-	if [ -n "$ip" ]; then
-		assigned_by="assigned by the Herald controller"
-	else
-		kubectl_lab -n "$DEMO_NS" patch svc echo --subresource=status --type=merge \
-			-p "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"$DEMO_LB_IP\",\"ipMode\":\"VIP\"}]}}}" >/dev/null
-		ip=$DEMO_LB_IP
-		assigned_by="set BY HAND by the lab (no Herald controller yet)"
-	fi
 
 	# The lan client does not speak BGP: a static route to node 1 takes it to the BGP address. The routers learn it
-	# from the Herald speakers (the demo's BGPPeers and BGPAdvertisement); without speakers the lab stands in with a
-	# gobgpd in every node announcing the address to both routers.
+	# from the Herald speakers (the demo's BGPPeers and BGPAdvertisement).
 	node_ip=$(node_ip4 1)
 	ip -n "$NS_CLIENT" route replace "$ip/32" via "$node_ip"
-	local standin=0 speaker=0
-	if [ $controller = 1 ] && speaker_ready; then
-		speaker=1
-		try_phase "wait for the L2 service's two addresses" wait_for "two addresses" 30 l2_has_two
-		try_phase "wait for both routers to learn $ip/32 from every node (Herald speakers, BGP)" \
+	if [ "$LAB_SPEAKER" = 1 ]; then
+		on_failure "lab demo failed: the Herald speakers did not announce both L2 addresses (kubectl -n herald-system logs ds/herald-speaker; kubectl -n herald-system get servicel2statuses); lab logs in $LOGS"
+		phase "wait for the L2 service's two addresses" wait_for "two addresses" 30 l2_has_two
+		on_failure "lab demo failed: the routers did not learn $ip/32 from every node (kubectl -n herald-system logs ds/herald-speaker; kubectl get events -A --field-selector reason=BGPSessionDown); lab logs in $LOGS"
+		phase "wait for both routers to learn $ip/32 from every node (Herald speakers, BGP)" \
 			wait_for "routes to $ip from every node" 60 routers_learned "$ip"
-		[ "$PHASE_STATUS" = 0 ] || log "the speakers' BGP routes did not reach both routers (kubectl -n herald-system logs ds/herald-speaker; kubectl get events -A --field-selector reason=BGPSessionDown)"
-	else
-		standin=1
-		phase "announce $ip/32 from every node (stand-in BGP speakers)" announce_all "$ip/32"
 	fi
-
-	local out
+	on_failure "lab demo failed: kube-proxy does not serve $ip (kubectl -n $DEMO_NS get svc,endpointslices; the node logs in $LOGS)"
 	phase "wait for kube-proxy to serve $ip" wait_for "an answer from $ip" 60 demo_fetch "$ip"
+	on_failure ""
 
 	echo
 	echo "================ Herald lab demo ================"
 	echo "Service herald-demo/echo (type LoadBalancer):"
 	kubectl_lab -n "$DEMO_NS" get svc echo -o wide | sed 's/^/  /'
-	echo "  address $ip: $assigned_by"
-	if [ $controller = 1 ]; then
-		echo
-		echo "Herald address pools (herald-system):"
-		kubectl_lab -n herald-system get ipaddresspools 2>&1 | sed 's/^/  /'
-	fi
+	echo "  address $ip: assigned by the Herald controller"
+	echo
+	echo "Herald address pools (herald-system):"
+	kubectl_lab -n herald-system get ipaddresspools 2>&1 | sed 's/^/  /'
 	echo
 	echo "Backends:"
 	kubectl_lab -n "$DEMO_NS" get pods -o wide | sed 's/^/  /'
 	echo
-	echo "BGP: routes to $ip at the routers, $([ $standin = 1 ] && echo "announced by the lab's STAND-IN speakers (gobgpd in each node namespace)" || echo "advertised by the Herald speakers"):"
+	echo "BGP: routes to $ip at the routers, advertised by the Herald speakers$([ "$LAB_SPEAKER" = 1 ] || echo " (none: LAB_SPEAKER=0)"):"
 	echo "  gobgpd ($NS_GOBGP, AS $GOBGP_ASN, $GOBGP4):"
 	gobgp_cli global rib 2>&1 | sed 's/^/    /'
 	echo "  FRR ($NS_FRR, AS $FRR_ASN, $FRR4), kernel FIB:"
@@ -236,30 +176,23 @@ cmd_demo() {
 	echo
 	echo "Client $NS_CLIENT ($CLIENT4, on the lan) -> $ip:"
 	echo "  route: $(ip -n "$NS_CLIENT" route get "$ip" | head -1)"
-	echo "  (a STATIC route to $(node_name 1) set by the lab; a speaker would answer ARP for lan (L2) addresses)"
+	echo "  (a STATIC route to $(node_name 1): the lan client does not speak BGP; L2 addresses are answered by ARP/NDP below)"
 	for _ in 1 2 3; do
 		out=$(demo_fetch "$ip") || out="(no answer)"
 		echo "  HTTP  $out"
 	done
 	out=$(printf "ping-1" | in_ns "$NS_CLIENT" socat -t 2 - "UDP:$ip:9090" 2>/dev/null) || out="(no answer)"
 	echo "  UDP   $out"
-	if [ $speaker = 1 ]; then demo_l2; fi
+	if [ "$LAB_SPEAKER" = 1 ]; then demo_l2; fi
 	echo
-	echo "Herald in this lab (and where the lab stands in):"
-	if [ $controller = 1 ]; then
-		echo "  - Herald: installed by $HERALD_INSTALLED_BY"
-		echo "      kubectl -n herald-system get pods,ipaddresspools,l2advertisements,bgpadvertisements,bgppeers"
+	echo "Herald in this lab:"
+	echo "  - installed by helm install of charts/herald (values: e2e/lab/manifests/herald-values.yaml, image $HERALD_IMAGE)"
+	echo "      helm -n herald-system status herald; kubectl -n herald-system get pods,ipaddresspools,l2advertisements,bgpadvertisements,bgppeers"
+	if [ "$LAB_SPEAKER" = 1 ]; then
+		echo "  - speakers on every node answer ARP/NDP for the L2 pool and advertise the BGP pool to both routers"
 	else
-		echo "  - Herald controller: would assign the address from an IPAddressPool and write the Service status"
+		echo "  - no speakers (LAB_SPEAKER=0): the controller assigns addresses; nothing announces them"
 	fi
-	if [ $speaker = 1 ]; then
-		echo "  - Herald speaker: runs on every node, answers ARP/NDP for the L2 pool and advertises the BGP pool to both"
-		echo "    routers (BGPPeers gobgp and frr; kubectl -n herald-system get bgppeers,bgpadvertisements)"
-	else
-		echo "  - Herald speaker: not running (LAB_SPEAKER=0, or it did not become ready): the L2 section is skipped;"
-		echo "    the lab's stand-ins announce the BGP pool ('lab announce I PREFIX' / 'lab withdraw I')"
-	fi
-	echo "  - Herald image: $([ -f "$IMAGE_CACHE/herald.tar" ] && echo "built and imported as $HERALD_IMAGE" || echo "not built (./cmd/herald does not build yet)")"
 	echo
 	echo "Explore:"
 	echo "  export KUBECONFIG=$LAB_STATE/admin.kubeconfig PATH=$K8S_BIN:\$PATH"
