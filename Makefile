@@ -26,7 +26,7 @@ SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration image-archive chart-crds chart-lint chart-test bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration image-archive chart-crds chart-lint chart-test bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e e2e-nllb demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -162,8 +162,15 @@ demo:
 
 ## e2e: the end-to-end suites in the lab (they bring the lab up and down themselves; root)
 e2e:
-	./e2e/lab/install.sh apt k8s etcd
+	./e2e/lab/install.sh apt k8s etcd helm
 	$(GO) test -tags e2e -count=1 -timeout 30m ./e2e/...
+
+## e2e-nllb: the NLLB suite (TestNLLB) in a lab of its own: three kube-apiservers on one etcd, every node's kubelet
+## and kube-proxy through `herald nllb` (LAB_APISERVERS=3 LAB_NLLB=1). A running lab is taken down first.
+e2e-nllb:
+	./e2e/lab/install.sh apt k8s etcd helm
+	./e2e/lab/lab down >/dev/null
+	LAB_APISERVERS=3 LAB_NLLB=1 $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestNLLB$$' -v ./e2e/
 
 lab-install:
 	./e2e/lab/install.sh

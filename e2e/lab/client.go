@@ -362,3 +362,22 @@ func (f faults) Partition(ctx context.Context, node string, port int) (func(cont
 		return err
 	}, nil
 }
+
+// NodeDialer dials from node's network namespace: a client that uses it runs "on the node" (its loopback is the
+// node's). For the NLLB suite, whose clients use the node's patched kubeconfig (server on the node's loopback).
+func (l *Lab) NodeDialer(node string) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+	if _, ok := l.node(node); !ok {
+		return nil, fmt.Errorf("no node %q", node)
+	}
+	path := l.nsPath(node)
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var conn net.Conn
+		err := inNetns(path, func() error {
+			var d net.Dialer
+			var err error
+			conn, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
+	}, nil
+}

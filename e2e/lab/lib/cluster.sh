@@ -11,7 +11,7 @@ controlplane_up() {
 	local pki=$LAB_STATE/pki
 	mkdir -p "$LAB_STATE/etcd"
 	start_daemon etcd "$K8S_BIN/etcd" --name herald-lab --data-dir "$LAB_STATE/etcd" \
-		--listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+		--listen-client-urls "$(etcd_client_urls)" \
 		--advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
 		--listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
 		--initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -19,19 +19,8 @@ controlplane_up() {
 		--unsafe-no-fsync --log-level warn
 	wait_for etcd 20 curl -sf "http://127.0.0.1:$ETCD_CLIENT_PORT/health" || return 1
 
-	start_daemon kube-apiserver "$K8S_BIN/kube-apiserver" \
-		--etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
-		--bind-address "$HOST4" --secure-port "$APISERVER_PORT" --advertise-address "$HOST4" \
-		--tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
-		--client-ca-file "$pki/ca.crt" \
-		--kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key" \
-		--kubelet-preferred-address-types InternalIP \
-		--service-account-issuer https://kubernetes.default.svc.cluster.local \
-		--service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-		--service-cluster-ip-range "$(service_cidrs)" \
-		--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
-		--allow-privileged=true --profiling=false --v=1
-	wait_for "kube-apiserver /readyz" 90 apiserver_ready || return 1
+	apiserver_start 1 || return 1
+	apiservers_more_up || return 1
 
 	start_daemon kube-controller-manager "$K8S_BIN/kube-controller-manager" \
 		--kubeconfig "$LAB_STATE/kube-controller-manager.kubeconfig" \
@@ -53,7 +42,8 @@ controlplane_up() {
 controlplane_down() {
 	stop_daemons 5 kube-scheduler kube-controller-manager
 	# Throwaway data: no need for a graceful apiserver shutdown.
-	stop_daemons 3 kube-apiserver etcd
+	stop_daemons 3 kube-apiserver kube-apiserver-2 kube-apiserver-3 etcd
+	cmd_apiserver_etcd restore 1
 }
 
 node_containerd_sock() { echo "$(node_dir "$1")/containerd/containerd.sock"; }
@@ -180,7 +170,7 @@ mode: iptables
 hostnameOverride: $(node_name "$i")
 bindAddress: $(node_ip4 "$i")
 clusterCIDR: $(cluster_cidrs)
-clientConnection: {kubeconfig: $LAB_STATE/kube-proxy.kubeconfig}
+clientConnection: {kubeconfig: $(if [ "$LAB_NLLB" = 1 ]; then nllb_proxy_kubeconfig "$i"; else echo "$LAB_STATE/kube-proxy.kubeconfig"; fi)}
 healthzBindAddress: $(node_ip4 "$i"):10256
 metricsBindAddress: 127.0.0.1:10249
 conntrack:
@@ -240,7 +230,12 @@ node_up() {
 		echo "${s#*=}" >"$f"
 		script+=" && mount --bind $f /proc/sys/${s%%=*}"
 	done
-	script+=" && exec $K8S_BIN/kubelet --config=$d/kubelet.yaml --kubeconfig=$LAB_STATE/kubelet-$n.kubeconfig"
+	local kc=$LAB_STATE/kubelet-$n.kubeconfig
+	if [ "$LAB_NLLB" = 1 ]; then
+		nllb_start "$i" || return 1
+		kc=$(nllb_kubelet_kubeconfig "$i")
+	fi
+	script+=" && exec $K8S_BIN/kubelet --config=$d/kubelet.yaml --kubeconfig=$kc"
 	script+=" --root-dir=$d/kubelet --cert-dir=$d/kubelet/pki --hostname-override=$n --node-ip=$(node_ips "$i") --v=1"
 	wait_for "$n containerd" 30 test -S "$(node_containerd_sock "$i")" || return 1
 	images_import "$i" || return 1
@@ -255,7 +250,7 @@ node_down() {
 	local i=$1 n d id
 	n=$(node_name "$i")
 	d=$(node_dir "$i")
-	stop_daemons 10 "$n-kubelet" "$n-kube-proxy" "$n-standin-bgp"
+	stop_daemons 10 "$n-kubelet" "$n-kube-proxy" "$n-standin-bgp" "$n-nllb"
 	if pid_alive "$n-containerd" && [ -S "$(node_containerd_sock "$i")" ]; then
 		for id in $(node_ctr "$i" tasks ls -q 2>/dev/null); do
 			node_ctr "$i" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true

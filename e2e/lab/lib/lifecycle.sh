@@ -16,6 +16,7 @@ preflight() {
 	have_all "$K8S_BIN" "${K8S_BINARIES[@]}" etcd || "$LAB_DIR/install.sh" k8s etcd
 	if [ "$LAB_NODES" -lt 1 ] || [ "$LAB_NODES" -gt 50 ]; then die "LAB_NODES must be 1..50"; fi
 	case $LAB_IPV6 in 0 | 1) ;; *) die "LAB_IPV6 must be 1 (dual-stack, the default) or 0 (IPv4 only)" ;; esac
+	check_apiservers
 }
 
 write_env() {
@@ -56,6 +57,13 @@ write_env() {
 		echo "ECHO_IMAGE=$ECHO_IMAGE"
 		echo "HERALD_IMAGE=$HERALD_IMAGE"
 		echo "HERALD_IMAGE_BUILT=$([ -f "$IMAGE_CACHE/herald.tar" ] && echo 1 || echo 0)"
+		echo "LAB_APISERVERS=$LAB_APISERVERS"
+		for ((i = 1; i <= LAB_APISERVERS; i++)); do echo "APISERVER_$i=$(apiserver_ip4 "$i"):$APISERVER_PORT"; done
+		echo "LAB_NLLB=$LAB_NLLB"
+		if [ "$LAB_NLLB" = 1 ]; then
+			echo "NLLB_METRICS_PORT=$NLLB_METRICS_PORT"
+			for ((i = 1; i <= LAB_NODES; i++)); do echo "NLLB_KUBECONFIG_$i=$(nllb_kubelet_kubeconfig "$i")"; done
+		fi
 		for ((i = 1; i <= LAB_NODES; i++)); do
 			# name ipv4 ipv6 podcidr containerd-socket [podcidr6 (dual-stack)]
 			pod6=""
@@ -118,7 +126,8 @@ cmd_up() {
 	phase "build images" images_build
 	phase "network: lan bridge, $LAB_NODES nodes, client, routers" net_up
 	phase "certificates" pki_up
-	phase "control plane (etcd, apiserver, controller-manager, scheduler)" controlplane_up
+	phase "control plane (etcd, $LAB_APISERVERS apiserver(s), controller-manager, scheduler)" controlplane_up
+	if [ "$LAB_NLLB" = 1 ]; then phase "RBAC: nodes may watch the default/kubernetes EndpointSlices (NLLB)" nllb_rbac; fi
 	phase "routers (gobgpd, FRR)" routers_up
 	phase "$LAB_NODES nodes in parallel (containerd, images, kubelet, kube-proxy)" nodes_up
 	phase "wait for $LAB_NODES nodes Ready" wait_nodes_ready
@@ -252,6 +261,10 @@ lab_leftovers_report() {
 	[ -z "$x" ] || { log "left: mounts: $x"; left=1; }
 	x=$(lab_leftover_pids | tr '\n' ' ')
 	[ -z "${x// /}" ] || { log "left: processes: $x"; left=1; }
+	if nft list table inet "$NFT_TABLE" >/dev/null 2>&1; then
+		log "left: nftables table inet $NFT_TABLE"
+		left=1
+	fi
 	return $left
 }
 
