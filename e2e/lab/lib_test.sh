@@ -30,7 +30,7 @@ run_lab() {
 	cat >"$WORK/run.sh" <<EOF
 set -euo pipefail
 export HERALD_LAB_STATE=$WORK/state HERALD_CACHE=$WORK/cache PATH=$WORK/bin:\$PATH
-for f in common pki net cluster routers images nllb lifecycle standin demo; do source "$LIB/\$f.sh"; done
+for f in common pki net cluster routers images apiservers nllb lifecycle standin demo; do source "$LIB/\$f.sh"; done
 if declare -F lab_strict >/dev/null; then lab_strict; fi
 $script
 EOF

@@ -17,6 +17,7 @@ preflight() {
 	if [ "$LAB_NODES" -lt 1 ] || [ "$LAB_NODES" -gt 50 ]; then die "LAB_NODES must be 1..50"; fi
 	case $LAB_IPV6 in 0 | 1) ;; *) die "LAB_IPV6 must be 1 (dual-stack, the default) or 0 (IPv4 only)" ;; esac
 	check_apiservers
+	check_nllb
 }
 
 write_env() {
