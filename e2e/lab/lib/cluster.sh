@@ -237,6 +237,9 @@ node_up() {
 	fi
 	script+=" && exec $K8S_BIN/kubelet --config=$d/kubelet.yaml --kubeconfig=$kc"
 	script+=" --root-dir=$d/kubelet --cert-dir=$d/kubelet/pki --hostname-override=$n --node-ip=$(node_ips "$i") --v=1"
+	# LAB_EXTERNAL_CLOUD_NODES: these nodes register as a cluster with an external cloud provider has them:
+	# tainted node.cloudprovider.kubernetes.io/uninitialized until a cloud-controller-manager initializes them.
+	if external_cloud_node "$i"; then script+=" --cloud-provider=external"; fi
 	wait_for "$n containerd" 30 test -S "$(node_containerd_sock "$i")" || return 1
 	images_import "$i" || return 1
 	start_daemon "$n-kubelet" nsenter --net="/var/run/netns/$n" -- \

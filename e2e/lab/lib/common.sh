@@ -193,6 +193,10 @@ GOBGP_ASN=64501
 FRR_ASN=64502
 GOBGP_API_PORT=50051
 
+# LAB_EXTERNAL_CLOUD_NODES: node numbers (comma-separated) whose kubelets run with --cloud-provider=external.
+LAB_EXTERNAL_CLOUD_NODES=${LAB_EXTERNAL_CLOUD_NODES:-}
+external_cloud_node() { [[ ",$LAB_EXTERNAL_CLOUD_NODES," == *",$1,"* ]]; }
+
 node_name() { echo "${P}node$1"; }          # also the Kubernetes node name
 node_ip4() { echo "10.250.0.$((10 + $1))"; }
 node_ip6() { echo "fd48:4c00::$((10 + $1))"; }

@@ -18,6 +18,9 @@ preflight() {
 	case $LAB_IPV6 in 0 | 1) ;; *) die "LAB_IPV6 must be 1 (dual-stack, the default) or 0 (IPv4 only)" ;; esac
 	check_apiservers
 	check_nllb
+	if ! [[ $LAB_EXTERNAL_CLOUD_NODES =~ ^([0-9]+(,[0-9]+)*)?$ ]]; then
+		die "LAB_EXTERNAL_CLOUD_NODES=$LAB_EXTERNAL_CLOUD_NODES: want node numbers, e.g. 3 or 2,3"
+	fi
 }
 
 write_env() {
@@ -61,6 +64,7 @@ write_env() {
 		echo "LAB_APISERVERS=$LAB_APISERVERS"
 		for ((i = 1; i <= LAB_APISERVERS; i++)); do echo "APISERVER_$i=$(apiserver_ip4 "$i"):$APISERVER_PORT"; done
 		echo "LAB_NLLB=$LAB_NLLB"
+		echo "LAB_EXTERNAL_CLOUD_NODES=$LAB_EXTERNAL_CLOUD_NODES"
 		if [ "$LAB_NLLB" = 1 ]; then
 			echo "NLLB_METRICS_PORT=$NLLB_METRICS_PORT"
 			for ((i = 1; i <= LAB_NODES; i++)); do echo "NLLB_KUBECONFIG_$i=$(nllb_kubelet_kubeconfig "$i")"; done
