@@ -47,6 +47,12 @@ func TestHelmLifecycle(t *testing.T) {
 	svclbSvc := nodePoolService(t, ctx, f, ns, "svclb", map[string]string{ipam.AnnotationAddressPool: "e2e-helm-nodes"},
 		corev1.IPFamilyPolicySingleStack)
 	waitSvclbNodes(t, ctx, f, svclbSvc, cluster.Nodes()...)
+	for _, a := range addrs {
+		recovered(t, ctx, a) // the L2 addresses answer UDP from the lan client
+	}
+	for _, a := range ingressAddrs(t, ctx, f, svclbSvc) {
+		svclbAnswers(t, ctx, a)
+	}
 
 	type seen struct{ rv, status string }
 	snapshot := func() map[string]seen {
@@ -104,6 +110,9 @@ func TestHelmLifecycle(t *testing.T) {
 		// The new leader has synced every Service once its work queue is idle: only then is "not rewritten" a fact.
 		waitFor(t, ctx, "the new controller's work queue to be idle", func() (bool, error) { return controllerIdle(ctx, leader) })
 		settled(t, ctx, "the L2 addresses after the upgrade", addrs, anyNode)
+		for _, a := range addrs {
+			recovered(t, ctx, a)
+		}
 		after := snapshot()
 		for name, b := range before {
 			if a := after[name]; a != b {
