@@ -217,7 +217,10 @@ func TestCleanupRBAC(t *testing.T) {
 		{"delete Service", false, func(ctx context.Context) error { return core.Services(appsNS).Delete(ctx, "clean-web", do) }},
 		{"watch Services", false, func(ctx context.Context) error { return stopWatch(core.Services("").Watch(ctx, watchOpts)) }},
 		// Pods: listed in its namespace only, never written.
-		{"list pods in " + cleanNS, true, func(ctx context.Context) error { _, err := core.Pods(cleanNS).List(ctx, metav1.ListOptions{}); return err }},
+		{"list pods in " + cleanNS, true, func(ctx context.Context) error {
+			_, err := core.Pods(cleanNS).List(ctx, metav1.ListOptions{})
+			return err
+		}},
 		{"list pods in every namespace", false, func(ctx context.Context) error { _, err := core.Pods("").List(ctx, metav1.ListOptions{}); return err }},
 		{"delete a pod in " + cleanNS, false, func(ctx context.Context) error { return core.Pods(cleanNS).Delete(ctx, "x", do) }},
 		// Status objects.
@@ -232,17 +235,28 @@ func TestCleanupRBAC(t *testing.T) {
 			return cl.c.List(ctx, &v1beta1.ServiceL2StatusList{}, client.InNamespace(appsNS))
 		}},
 		// Secrets: only Herald's two, only deleted, only in its namespace.
-		{"get Secret " + memberlist, false, func(ctx context.Context) error { _, err := core.Secrets(cleanNS).Get(ctx, memberlist, metav1.GetOptions{}); return err }},
-		{"list Secrets of its namespace", false, func(ctx context.Context) error { _, err := core.Secrets(cleanNS).List(ctx, metav1.ListOptions{}); return err }},
+		{"get Secret " + memberlist, false, func(ctx context.Context) error {
+			_, err := core.Secrets(cleanNS).Get(ctx, memberlist, metav1.GetOptions{})
+			return err
+		}},
+		{"list Secrets of its namespace", false, func(ctx context.Context) error {
+			_, err := core.Secrets(cleanNS).List(ctx, metav1.ListOptions{})
+			return err
+		}},
 		{"delete another Secret of its namespace", false, func(ctx context.Context) error { return core.Secrets(cleanNS).Delete(ctx, "peer-password", do) }},
 		{"delete Secret " + memberlist + " in " + appsNS, false, func(ctx context.Context) error { return core.Secrets(appsNS).Delete(ctx, memberlist, do) }},
-		{"get a Secret in " + appsNS, false, func(ctx context.Context) error { _, err := core.Secrets(appsNS).Get(ctx, "other", metav1.GetOptions{}); return err }},
+		{"get a Secret in " + appsNS, false, func(ctx context.Context) error {
+			_, err := core.Secrets(appsNS).Get(ctx, "other", metav1.GetOptions{})
+			return err
+		}},
 		{"create Secret " + memberlist, false, func(ctx context.Context) error {
 			_, err := core.Secrets(cleanNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: memberlist}}, metav1.CreateOptions{})
 			return err
 		}},
 		// Leases: only its own, only deleted.
-		{"delete Lease other", false, func(ctx context.Context) error { return cl.cs.CoordinationV1().Leases(cleanNS).Delete(ctx, "other", do) }},
+		{"delete Lease other", false, func(ctx context.Context) error {
+			return cl.cs.CoordinationV1().Leases(cleanNS).Delete(ctx, "other", do)
+		}},
 		{"get Lease herald-controller", false, func(ctx context.Context) error {
 			_, err := cl.cs.CoordinationV1().Leases(cleanNS).Get(ctx, "herald-controller", metav1.GetOptions{})
 			return err
@@ -252,7 +266,10 @@ func TestCleanupRBAC(t *testing.T) {
 			_, err := apps.DaemonSets(cleanSvclbNS).List(ctx, metav1.ListOptions{})
 			return err
 		}},
-		{"list DaemonSets in " + appsNS, false, func(ctx context.Context) error { _, err := apps.DaemonSets(appsNS).List(ctx, metav1.ListOptions{}); return err }},
+		{"list DaemonSets in " + appsNS, false, func(ctx context.Context) error {
+			_, err := apps.DaemonSets(appsNS).List(ctx, metav1.ListOptions{})
+			return err
+		}},
 		{"delete DaemonSet in " + cleanNS, false, func(ctx context.Context) error { return apps.DaemonSets(cleanNS).Delete(ctx, "x", do) }},
 		{"create DaemonSet in " + cleanSvclbNS, false, func(ctx context.Context) error {
 			_, err := apps.DaemonSets(cleanSvclbNS).Create(ctx, svclbDaemonSet(cleanSvclbNS, "new"), metav1.CreateOptions{})
