@@ -24,6 +24,10 @@ func TestRun(t *testing.T) {
 		{[]string{"controller", "-h"}, 2, "", "image of the svclb pods, Herald's own (default: $HERALD_IMAGE)"},
 		{[]string{"nllb"}, 2, "", "herald nllb: the node's kubeconfig is required"},
 		{[]string{"nllb", "-h"}, 0, "", "bootstrap mode"},
+		{[]string{"cleanup"}, 2, "", "herald cleanup: --release is required"},
+		{[]string{"cleanup", "-h"}, 0, "", "webhook certificate Secret"},
+		{[]string{"cleanup", "--release=r", "--kubeconfig=/nonexistent/kubeconfig"}, 1, "", "cannot load kubeconfig"},
+		{[]string{"cleanup", "--release=r", "x"}, 2, "", `herald cleanup: unexpected arguments: ["x"]`},
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer

@@ -1,0 +1,343 @@
+//go:build integration
+
+package cleanup
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/controller"
+	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/svclb/daemonset"
+	"github.com/herald-lb/herald/svcstatus"
+)
+
+var srv *kubeapi.Server
+
+func TestMain(m *testing.M) {
+	os.Exit(kubeapi.RunTests(m, "herald-cleanup-it-", "../config/crd", &srv))
+}
+
+// logBuffer collects log lines from several goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type env struct {
+	t   *testing.T
+	ctx context.Context
+	c   client.Client
+}
+
+func newEnv(t *testing.T, namespaces ...string) *env {
+	t.Helper()
+	c, err := client.New(srv.Config, client.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: context.Background(), c: c}
+	for _, ns := range namespaces {
+		e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		e.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}})
+	}
+	return e
+}
+
+func (e *env) create(o client.Object) {
+	e.t.Helper()
+	if err := e.c.Create(e.ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		e.t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+	}
+}
+
+// service creates a Service and writes its status as a controller would.
+func (e *env) service(ns, name string, class *string, ann map[string]string, ingress []corev1.LoadBalancerIngress, conds []metav1.Condition) *corev1.Service {
+	e.t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: class, Selector: map[string]string{"app": name},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	if class == nil && ingress == nil && conds == nil && ann == nil {
+		svc.Spec.Type = corev1.ServiceTypeClusterIP
+	}
+	e.create(svc)
+	if ingress != nil || conds != nil {
+		svc.Status.LoadBalancer.Ingress = ingress
+		for i := range conds {
+			conds[i].LastTransitionTime = metav1.Now()
+		}
+		svc.Status.Conditions = conds
+		if err := e.c.Status().Update(e.ctx, svc); err != nil {
+			e.t.Fatalf("writing status of %s/%s: %v", ns, name, err)
+		}
+	}
+	return e.get(ns, name)
+}
+
+func (e *env) get(ns, name string) *corev1.Service {
+	e.t.Helper()
+	var s corev1.Service
+	if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: ns, Name: name}, &s); err != nil {
+		e.t.Fatal(err)
+	}
+	return &s
+}
+
+func (e *env) exists(o client.Object) bool {
+	e.t.Helper()
+	err := e.c.Get(e.ctx, client.ObjectKeyFromObject(o), o)
+	if err != nil && !apierrors.IsNotFound(err) {
+		e.t.Fatal(err)
+	}
+	return err == nil
+}
+
+// pod creates a pod with the chart's labels and sets its phase.
+func (e *env) pod(ns, name, release, component string, phase corev1.PodPhase) *corev1.Pod {
+	e.t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Labels: map[string]string{LabelName: AppName, LabelInstance: release, LabelComponent: component}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: component, Image: "herald:test"}}},
+	}
+	e.create(p)
+	p.Status.Phase = phase
+	if err := e.c.Status().Update(e.ctx, p); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func svclbDS(ns, name string, heralds bool) *appsv1.DaemonSet {
+	labels := map[string]string{"app": name}
+	if heralds {
+		labels = map[string]string{daemonset.LabelManagedBy: daemonset.ManagedBy, daemonset.LabelComponent: daemonset.Component,
+			daemonset.LabelServiceNamespace: "cl-apps", daemonset.LabelServiceName: "onnodes"}
+	}
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "lb-tcp-80", Image: "herald:test"}}},
+			},
+		},
+	}
+}
+
+// TestCleanupRemovesOnlyHeralds sets up what a running Herald leaves (Services with its status and annotation,
+// an svclb DaemonSet, the speakers' status objects, the memberlist and webhook Secrets, the Lease) beside what
+// others own (a Service of another class, foreign ingress entries and conditions, user annotations, a DaemonSet
+// without Herald's labels, a Herald-labelled DaemonSet outside the ServiceLB namespace, status objects outside the
+// release namespace, another Secret and Lease, a Service Herald never wrote), runs the cleanup and checks that
+// exactly Herald's things are gone and the rest is untouched. A second run finds nothing.
+func TestCleanupRemovesOnlyHeralds(t *testing.T) {
+	const ns, svclbNS, apps = "herald-cl", "herald-cl-svclb", "cl-apps"
+	e := newEnv(t, ns, svclbNS, apps)
+	vip, proxy := corev1.LoadBalancerIPModeVIP, corev1.LoadBalancerIPModeProxy
+	heraldClass, otherClass := svcstatus.ClassName, "example.com/lb"
+	allocated := func() []metav1.Condition {
+		return []metav1.Condition{{Type: svcstatus.ConditionType, Status: metav1.ConditionTrue, Reason: svcstatus.ReasonAllocated, Message: "x"}}
+	}
+	userAnn := map[string]string{"herald.dev/address-pool": "lan", "herald.dev/loadBalancerIPs": "192.0.2.10"}
+
+	e.service(apps, "lb", nil, userAnn, []corev1.LoadBalancerIngress{{IP: "192.0.2.10", IPMode: &vip}}, allocated())
+	e.service(apps, "onnodes", nil, map[string]string{svcstatus.AnnotationPool: "nodes", "herald.dev/address-pool": "nodes"},
+		[]corev1.LoadBalancerIngress{{IP: "10.0.0.11", IPMode: &proxy}, {IP: "10.0.0.12", IPMode: &proxy}},
+		[]metav1.Condition{{Type: svcstatus.ConditionType, Status: metav1.ConditionTrue, Reason: svcstatus.ReasonNodeAddressPool, Message: "x"}})
+	// Herald never writes ports: an entry with ports is another controller's.
+	withPorts := corev1.LoadBalancerIngress{IP: "203.0.113.9", IPMode: &vip, Ports: []corev1.PortStatus{{Port: 80, Protocol: corev1.ProtocolTCP}}}
+	mixedConds := append(allocated(), metav1.Condition{Type: "example.com/Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "y"})
+	e.service(apps, "mixed", &heraldClass, nil,
+		[]corev1.LoadBalancerIngress{{IP: "192.0.2.11", IPMode: &vip}, {Hostname: "lb.example.net"}, withPorts}, mixedConds)
+	foreign := e.service(apps, "foreign", &otherClass, map[string]string{"example.com/x": "y"},
+		[]corev1.LoadBalancerIngress{{IP: "203.0.113.5", IPMode: &vip}},
+		[]metav1.Condition{{Type: "example.com/Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "y"}})
+	unwritten := e.service(apps, "unwritten", &heraldClass, userAnn, []corev1.LoadBalancerIngress{{IP: "198.51.100.7", IPMode: &vip}}, nil)
+	plain := e.service(apps, "plain", nil, nil, nil, nil)
+
+	heraldDS := svclbDS(svclbNS, "svclb-onnodes-0123abcd", true)
+	otherDS := svclbDS(svclbNS, "user-ds", false)
+	elsewhereDS := svclbDS(apps, "svclb-elsewhere", true)
+	for _, o := range []client.Object{heraldDS, otherDS, elsewhereDS} {
+		e.create(o)
+	}
+	l2 := &v1beta1.ServiceL2Status{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cl-apps.lb"}, Status: v1beta1.ServiceL2StatusStatus{Node: "n1"}}
+	bgp := &v1beta1.ServiceBGPStatus{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cl-apps.lb.n1"}, Status: v1beta1.ServiceBGPStatusStatus{Node: "n1"}}
+	l2Elsewhere := &v1beta1.ServiceL2Status{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "cl-apps.lb"}}
+	memberlist := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-memberlist"}, Data: map[string][]byte{"secretkey": make([]byte, 32)}}
+	webhook := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-webhook-cert"}}
+	userSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "peer-password"}, StringData: map[string]string{"password": "x"}}
+	sameNameElsewhere := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "herald-memberlist"}}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-controller"}}
+	otherLease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}}
+	for _, o := range []client.Object{l2, bgp, l2Elsewhere, memberlist, webhook, userSecret, sameNameElsewhere, lease, otherLease} {
+		e.create(o)
+	}
+	// Pods that do not hold the cleanup: a finished controller pod of the release, a running one of another release.
+	e.pod(ns, "herald-controller-done", "herald", "controller", corev1.PodSucceeded)
+	e.pod(ns, "other-controller", "other", "controller", corev1.PodRunning)
+
+	logs := &logBuffer{}
+	o := Options{Namespace: ns, Release: "herald", SvclbNamespace: svclbNS, MemberlistSecret: "herald-memberlist",
+		WebhookCertSecret: "herald-webhook-cert", LeaseName: "herald-controller", WaitTimeout: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	res, err := Run(e.ctx, e.c, o)
+	t.Logf("cleanup logs:\n%s", logs.String())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if want := (Result{Services: 3, DaemonSets: 1, StatusObjects: 2, Secrets: 2, Leases: 1}); res != want {
+		t.Errorf("Run removed %+v, want %+v", res, want)
+	}
+
+	// Herald's status is gone; what others wrote stays.
+	lb := e.get(apps, "lb")
+	if len(lb.Status.LoadBalancer.Ingress) != 0 || svcstatus.Condition(lb) != nil {
+		t.Errorf("lb: Herald's status left: %+v", lb.Status)
+	}
+	if !reflect.DeepEqual(lb.Annotations, userAnn) {
+		t.Errorf("lb: annotations %v, want the user's %v", lb.Annotations, userAnn)
+	}
+	onnodes := e.get(apps, "onnodes")
+	if len(onnodes.Status.LoadBalancer.Ingress) != 0 || svcstatus.Condition(onnodes) != nil || svcstatus.Ours(onnodes) {
+		t.Errorf("onnodes: Herald's status or pool annotation left: %v %+v", onnodes.Annotations, onnodes.Status)
+	}
+	if onnodes.Annotations["herald.dev/address-pool"] != "nodes" {
+		t.Errorf("onnodes: the user's pool request was removed: %v", onnodes.Annotations)
+	}
+	mixed := e.get(apps, "mixed")
+	if want := []corev1.LoadBalancerIngress{{Hostname: "lb.example.net"}, withPorts}; !reflect.DeepEqual(mixed.Status.LoadBalancer.Ingress, want) {
+		t.Errorf("mixed: ingress %+v, want only the foreign %+v", mixed.Status.LoadBalancer.Ingress, want)
+	}
+	if svcstatus.Condition(mixed) != nil || len(mixed.Status.Conditions) != 1 || mixed.Status.Conditions[0].Type != "example.com/Ready" {
+		t.Errorf("mixed: conditions %+v, want only example.com/Ready", mixed.Status.Conditions)
+	}
+	for _, before := range []*corev1.Service{foreign, unwritten, plain} {
+		after := e.get(before.Namespace, before.Name)
+		if after.ResourceVersion != before.ResourceVersion {
+			t.Errorf("Service %s written though nothing on it is Herald's: %+v -> %+v", before.Name, before.Status, after.Status)
+		}
+	}
+
+	gone := map[string]client.Object{"Herald's svclb DaemonSet": heraldDS, "ServiceL2Status": l2, "ServiceBGPStatus": bgp,
+		"memberlist Secret": memberlist, "webhook cert Secret": webhook, "Lease": lease}
+	for what, o := range gone {
+		if e.exists(o) {
+			t.Errorf("%s %s/%s left", what, o.GetNamespace(), o.GetName())
+		}
+	}
+	kept := map[string]client.Object{"a DaemonSet without Herald's labels": otherDS, "a Herald-labelled DaemonSet outside the ServiceLB namespace": elsewhereDS,
+		"a ServiceL2Status outside the release namespace": l2Elsewhere, "the user's Secret": userSecret,
+		"a Secret of the same name elsewhere": sameNameElsewhere, "another Lease": otherLease}
+	for what, o := range kept {
+		if !e.exists(o) {
+			t.Errorf("%s (%s/%s) deleted", what, o.GetNamespace(), o.GetName())
+		}
+	}
+	for _, line := range []string{"svclb-onnodes-0123abcd", "cl-apps/lb", "cl-apps.lb.n1", "herald-memberlist", "herald-webhook-cert", "herald-controller"} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("the logs do not name %s", line)
+		}
+	}
+
+	// Idempotent: a second run removes nothing and succeeds.
+	res, err = Run(e.ctx, e.c, o)
+	if err != nil || res != (Result{}) {
+		t.Errorf("second run: removed %+v, error %v; want nothing and no error", res, err)
+	}
+}
+
+// TestCleanupWaitsForReleasePods: while a controller pod of the release runs, the cleanup waits; after its timeout
+// it fails naming the pod, having removed nothing. When the pod goes away during the wait, the cleanup proceeds.
+func TestCleanupWaitsForReleasePods(t *testing.T) {
+	const ns = "herald-wait"
+	e := newEnv(t, ns)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-memberlist"}}
+	e.create(secret)
+	ctl := e.pod(ns, "herald-controller-abc12", "herald", "controller", corev1.PodRunning)
+	spk := e.pod(ns, "herald-speaker-xyz98", "herald", "speaker", corev1.PodPending)
+	o := Options{Namespace: ns, Release: "herald", MemberlistSecret: "herald-memberlist", WaitTimeout: 1500 * time.Millisecond,
+		PollInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logBuffer{}, nil))}
+
+	t0 := time.Now()
+	_, err := Run(e.ctx, e.c, o)
+	if err == nil {
+		t.Fatal("Run succeeded while a controller pod of the release runs")
+	}
+	for _, want := range []string{"herald-wait/herald-controller-abc12 (controller, Running)", "herald-wait/herald-speaker-xyz98 (speaker, Pending)", "still run", "nothing was removed"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if d := time.Since(t0); d < o.WaitTimeout {
+		t.Errorf("Run failed after %s, before its timeout %s", d, o.WaitTimeout)
+	}
+	if !e.exists(secret) {
+		t.Fatal("the memberlist Secret was deleted while a controller pod runs")
+	}
+
+	// The pods go away during the wait: the cleanup proceeds.
+	o.WaitTimeout = 30 * time.Second
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(e.ctx, e.c, o)
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v) while the release's pods run", err)
+	default:
+	}
+	if !e.exists(secret) {
+		t.Fatal("the memberlist Secret was deleted while the release's pods run")
+	}
+	for _, p := range []*corev1.Pod{ctl, spk} {
+		if err := e.c.Delete(e.ctx, p, client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after the pods went: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run still waiting 20s after the pods went")
+	}
+	if e.exists(secret) {
+		t.Error("the memberlist Secret left after the cleanup")
+	}
+}
