@@ -148,9 +148,11 @@ func (p Policy) Next(b Bundle, now time.Time) (Bundle, string, error) {
 	return out, strings.Join(what, "; "), nil
 }
 
-// renewAt is when a certificate has a third of its lifetime left.
+// renewAt is when a certificate has a third of its lifetime left, counted
+// from when it was issued (NotBefore is backdated by clockSkew).
 func renewAt(c *x509.Certificate) time.Time {
-	return c.NotAfter.Add(-c.NotAfter.Sub(c.NotBefore) / 3)
+	issued := c.NotBefore.Add(clockSkew)
+	return c.NotAfter.Add(-c.NotAfter.Sub(issued) / 3)
 }
 
 // certProblem says why b's serving certificate must be renewed ("" when it
