@@ -12,14 +12,16 @@
 # The Go toolchain image (a mirror's name works too).
 ARG GO_IMAGE=golang:1.26
 
-FROM --platform=$BUILDPLATFORM ${GO_IMAGE} AS build
+# No --platform=$BUILDPLATFORM here: Docker's legacy builder does not set it. With BuildKit and --platform the build
+# stage runs as the target platform; without, TARGETOS and TARGETARCH are empty and Go builds for the host.
+FROM ${GO_IMAGE} AS build
 WORKDIR /src
 # The module cache first: it survives source edits.
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG TARGETOS=linux
-ARG TARGETARCH=amd64
+ARG TARGETOS
+ARG TARGETARCH
 ARG VERSION=dev
 ARG COMMIT=unknown
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
