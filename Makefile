@@ -26,7 +26,7 @@ SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration image-archive chart-crds chart-lint chart-test bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e e2e-nllb demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e e2e-nllb demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -62,6 +62,13 @@ IMAGE_OUT ?= $(HERALD_CACHE)/images/herald.tar
 IMAGE_TAG ?= localhost/herald:dev
 image-archive:
 	./e2e/lab/herald-image.sh "$(IMAGE_OUT)" "$(IMAGE_TAG)"
+
+## image: Herald's image with Docker (the Dockerfile: a static build, then only the binary), tagged IMAGE_TAG
+## (default localhost/herald:dev), version and commit stamped; DOCKER_BUILD_ARGS adds options (e.g. --platform)
+DOCKER ?= docker
+DOCKER_BUILD_ARGS ?=
+image:
+	$(DOCKER) build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) $(DOCKER_BUILD_ARGS) -t $(IMAGE_TAG) .
 
 ## chart-lint: helm lint of the chart, with the default values and with every mode on
 chart-lint: kube-bin

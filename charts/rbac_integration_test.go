@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,9 @@ const (
 	rbacSvclbNS = "herald-rbac-svclb"
 	appsNS      = "rbac-apps"
 	memberlist  = "herald-memberlist"
+	// The webhook's configuration and Secret, as the chart names them (fullnameOverride=rbacNS).
+	webhookConfig = rbacNS + "-webhook"
+	webhookSecret = rbacNS + "-webhook-cert"
 )
 
 // check is one request and whether RBAC must allow it.
@@ -135,6 +139,13 @@ func installRBACChecks(t *testing.T) {
 	must(err)
 	must(admin.c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNS, Name: "pool"},
 		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"192.0.2.0/28"}}}))
+	// The chart's webhook configuration (its webhooks are not needed here), and another one.
+	for _, n := range []string{webhookConfig, "someone-elses"} {
+		must(admin.c.Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: n}}))
+	}
+	_, err = admin.cs.CoreV1().Secrets(rbacNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: webhookSecret},
+		Data: map[string][]byte{"ca.crt": []byte("x")}}, metav1.CreateOptions{})
+	must(err)
 }
 
 // runChecks makes each request as who and compares the outcome with the check's.
@@ -400,6 +411,60 @@ func TestControllerRBAC(t *testing.T) {
 		}},
 		{"create a Secret in " + appsNS, false, func(ctx context.Context) error {
 			_, err := core.Secrets(appsNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: memberlist}}, metav1.CreateOptions{})
+			return err
+		}},
+		// The webhook: its Secret (read, updated; created as any Secret of its namespace, above) and its
+		// configuration (read, patched), nothing else.
+		{"get Secret " + webhookSecret, true, func(ctx context.Context) error {
+			_, err := core.Secrets(rbacNS).Get(ctx, webhookSecret, metav1.GetOptions{})
+			return err
+		}},
+		{"update Secret " + webhookSecret, true, func(ctx context.Context) error {
+			_, err := core.Secrets(rbacNS).Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNS, Name: webhookSecret},
+				Data: map[string][]byte{"ca.crt": []byte("y")}}, metav1.UpdateOptions{})
+			return err
+		}},
+		{"delete Secret " + webhookSecret, false, func(ctx context.Context) error {
+			return core.Secrets(rbacNS).Delete(ctx, webhookSecret, metav1.DeleteOptions{})
+		}},
+		{"get ValidatingWebhookConfiguration " + webhookConfig, true, func(ctx context.Context) error {
+			_, err := cl.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, webhookConfig, metav1.GetOptions{})
+			return err
+		}},
+		{"patch ValidatingWebhookConfiguration " + webhookConfig, true, func(ctx context.Context) error {
+			_, err := cl.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Patch(ctx, webhookConfig, types.StrategicMergePatchType,
+				[]byte(`{"metadata":{"labels":{"patched":"yes"}}}`), po)
+			return err
+		}},
+		{"update ValidatingWebhookConfiguration " + webhookConfig, false, func(ctx context.Context) error {
+			_, err := cl.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx,
+				&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhookConfig}}, metav1.UpdateOptions{})
+			return err
+		}},
+		{"delete ValidatingWebhookConfiguration " + webhookConfig, false, func(ctx context.Context) error {
+			return cl.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, webhookConfig, metav1.DeleteOptions{})
+		}},
+		{"get another ValidatingWebhookConfiguration", false, func(ctx context.Context) error {
+			_, err := cl.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "someone-elses", metav1.GetOptions{})
+			return err
+		}},
+		{"patch another ValidatingWebhookConfiguration", false, func(ctx context.Context) error {
+			_, err := cl.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Patch(ctx, "someone-elses", types.StrategicMergePatchType,
+				[]byte(`{"metadata":{"labels":{"patched":"yes"}}}`), po)
+			return err
+		}},
+		{"list ValidatingWebhookConfigurations", false, func(ctx context.Context) error {
+			_, err := cl.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"create a ValidatingWebhookConfiguration", false, func(ctx context.Context) error {
+			_, err := cl.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx,
+				&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, metav1.CreateOptions{})
+			return err
+		}},
+		{"patch a MutatingWebhookConfiguration", false, func(ctx context.Context) error {
+			_, err := cl.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, webhookConfig, types.StrategicMergePatchType,
+				[]byte(`{"metadata":{"labels":{"patched":"yes"}}}`), po)
 			return err
 		}},
 		// ServiceLB: DaemonSets and pods only in the ServiceLB namespace.

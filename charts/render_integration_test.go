@@ -23,7 +23,10 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 		want []string // kinds that must be rendered
 	}{
 		{name: "default", ns: "herald-system",
-			want: []string{"Deployment", "DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service"}},
+			want: []string{"Deployment", "DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service",
+				"ValidatingWebhookConfiguration"}},
+		{name: "webhook-fail", ns: "herald-whfail", args: []string{"--set", "webhook.failurePolicy=Fail", "--set", "webhook.port=10443"},
+			want: []string{"Deployment", "ValidatingWebhookConfiguration"}},
 		{name: "all-modes", ns: "herald-allmodes", args: []string{"-f", "herald/ci/all-modes-values.yaml"},
 			want: []string{"Deployment", "DaemonSet", "Namespace", "IPAddressPool", "L2Advertisement", "BGPAdvertisement",
 				"BGPPeer", "Community", "BFDProfile", "ServiceMonitor"}},

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,12 +17,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
 	"github.com/herald-lb/herald/speaker"
+	"github.com/herald-lb/herald/webhook"
 )
 
 // TestControllerRunsWithChartRBAC runs the real controller (controller.Run, leader election on) as the chart's
@@ -80,6 +84,12 @@ func TestControllerRunsWithChartRBAC(t *testing.T) {
 			t.Logf("controller logs:\n%s", logs.String())
 		}
 	}()
+	// The webhook as the chart configures it (the chart's names), on loopback: the test's API server reaches
+	// loopback, not pods, so the chart's configuration is applied with a URL instead of its Service.
+	listening := make(chan string, 1)
+	o.Webhook = controller.WebhookOptions{Addr: "127.0.0.1:0", ConfigName: ns + "-webhook", Secret: ns + "-webhook-cert",
+		Policy: webhook.Policy{Hosts: []string{ns + "-webhook." + ns + ".svc", "127.0.0.1"}}, SyncInterval: 500 * time.Millisecond,
+		Listening: func(a net.Addr) { listening <- a.String() }}
 	done := make(chan error, 1)
 	go func() { done <- controller.Run(ctx, as(ns, ns+"-controller"), o) }()
 	defer func() {
@@ -137,6 +147,58 @@ func TestControllerRunsWithChartRBAC(t *testing.T) {
 		var p v1beta1.IPAddressPool
 		err := admin.c.Get(ctx, clientKey(ns, "addrs"), &p)
 		return err == nil && len(p.Status.Conditions) > 0, nil
+	})
+
+	// The webhook: its Secret created, the CA bundle patched into the chart's configuration, a bad pool refused.
+	var addr string
+	select {
+	case addr = <-listening:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the webhook does not listen")
+	}
+	var vwc *unstructured.Unstructured
+	for _, obj := range render(t, ns, "--set", "serviceLB.namespace="+svclbNS, "--set", "fullnameOverride="+ns) {
+		if obj.GetKind() == "ValidatingWebhookConfiguration" {
+			vwc = obj
+		}
+	}
+	if vwc == nil {
+		t.Fatal("the chart renders no ValidatingWebhookConfiguration")
+	}
+	hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
+	for _, h := range hooks {
+		h.(map[string]any)["clientConfig"] = map[string]any{"url": "https://" + addr + "/validate"}
+	}
+	if err := unstructured.SetNestedSlice(vwc.Object, hooks, "webhooks"); err != nil {
+		t.Fatal(err)
+	}
+	if err := newApplier(t, srv.Config).apply(ctx, vwc, false); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = admin.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), vwc.GetName(), metav1.DeleteOptions{})
+	}()
+	waitFor("Secret "+ns+"/"+ns+"-webhook-cert created and its CA bundle in every webhook of "+vwc.GetName(), func(ctx context.Context) (bool, error) {
+		s, err := admin.cs.CoreV1().Secrets(ns).Get(ctx, ns+"-webhook-cert", metav1.GetOptions{})
+		if err != nil || len(s.Data[webhook.SecretCAField]) == 0 {
+			return false, nil
+		}
+		cfg, err := admin.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, vwc.GetName(), metav1.GetOptions{})
+		if err != nil || len(cfg.Webhooks) != 2 {
+			return false, nil
+		}
+		for _, w := range cfg.Webhooks {
+			if !bytes.Equal(w.ClientConfig.CABundle, s.Data[webhook.SecretCAField]) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	// failurePolicy is Ignore: only an answer from the webhook refuses the pool.
+	waitFor("an overlapping pool refused by the webhook", func(ctx context.Context) (bool, error) {
+		err := admin.c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "overlap"},
+			Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.8/29"}}}, client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), `IPAddressPool overlap: spec.addresses: 198.51.100.8/29 overlaps 198.51.100.0/28 of IPAddressPool "addrs"`), nil
 	})
 }
 

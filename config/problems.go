@@ -65,6 +65,21 @@ func (ps Problems) Error() string {
 	return strings.Join(lines, "\n")
 }
 
+// Summary renders the problems as one line, "field: message" joined by
+// "; " (without kind and name): the text of a configuration object's Valid
+// condition, and of the admission webhook's refusal of that object.
+func (ps Problems) Summary() string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		if p.Field != "" {
+			parts[i] = p.Field + ": " + p.Message
+		} else {
+			parts[i] = p.Message
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 // Errors returns only the problems of severity Error.
 func (ps Problems) Errors() Problems {
 	return ps.filter(func(p Problem) bool { return p.Severity == Error })

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -123,17 +122,9 @@ func validCondition(st config.ObjectState, lastValidGen, generation int64) metav
 	return c
 }
 
-func problemText(ps config.Problems) string {
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		if p.Field != "" {
-			parts[i] = p.Field + ": " + p.Message
-		} else {
-			parts[i] = p.Message
-		}
-	}
-	return strings.Join(parts, "; ")
-}
+// problemText is the problems' text in a condition message (the webhook's
+// refusals use the same text).
+func problemText(ps config.Problems) string { return ps.Summary() }
 
 // setCondition sets c in conds and reports whether anything changed.
 func setCondition(conds *[]metav1.Condition, c metav1.Condition) bool {

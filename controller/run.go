@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -32,6 +33,7 @@ import (
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/configobjs"
 	"github.com/herald-lb/herald/ipam"
+	"github.com/herald-lb/herald/webhook"
 )
 
 // Options configure the controller.
@@ -71,10 +73,33 @@ type Options struct {
 	// the server's priority and fairness protect it from any client.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
-	Logger       *slog.Logger
+	// Webhook configures the admission webhook every replica serves (off
+	// when its Addr is empty).
+	Webhook WebhookOptions
+	Logger  *slog.Logger
 	// Registerer takes the metrics (default: controller-runtime's registry,
 	// served on MetricsAddr).
 	Registerer prometheus.Registerer
+}
+
+// WebhookOptions configure the admission webhook for the configuration
+// kinds: its HTTPS endpoint and the certificates Herald keeps for it.
+type WebhookOptions struct {
+	// Addr is the listen address (":9443"; "": no webhook).
+	Addr string
+	// ConfigName is the ValidatingWebhookConfiguration that gets the CA
+	// bundle ("": none is patched).
+	ConfigName string
+	// Secret names the Secret in the install namespace that holds the CA and
+	// the serving certificate.
+	Secret string
+	// Policy names the certificate's hosts and sets lifetimes (zero
+	// lifetimes: webhook.DefaultPolicy's).
+	Policy webhook.Policy
+	// SyncInterval is how often the Secret and the CA bundle are checked.
+	SyncInterval time.Duration
+	// Listening, if set, is called with the bound address (tests).
+	Listening func(net.Addr)
 }
 
 // DefaultOptions are the flag defaults of `herald controller`.
@@ -88,6 +113,7 @@ func DefaultOptions() Options {
 		ProbeAddr:          ":7473",
 		PoolStatusInterval: time.Second,
 		Workers:            16,
+		Webhook:            WebhookOptions{Secret: "herald-webhook-cert", SyncInterval: 10 * time.Second},
 		KubeAPIQPS:         DefaultKubeAPIQPS,
 		KubeAPIBurst:       DefaultKubeAPIBurst,
 	}
@@ -262,7 +288,56 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 	})); err != nil {
 		return nil, err
 	}
+	if o.Webhook.Addr != "" {
+		if err := setupWebhook(mgr, o, log); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// everyReplica is a runnable that runs on every replica, not only on the
+// leader.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+func (everyReplica) NeedLeaderElection() bool          { return false }
+
+// setupWebhook adds the admission webhook's server and its certificate
+// keeper to mgr; both run on every replica. The replica reports ready only
+// once it has a certificate to serve.
+func setupWebhook(mgr manager.Manager, o Options, log *slog.Logger) error {
+	w := o.Webhook
+	p := webhook.DefaultPolicy(w.Policy.Hosts)
+	if w.Policy.CAValidity > 0 {
+		p.CAValidity = w.Policy.CAValidity
+	}
+	if w.Policy.CertValidity > 0 {
+		p.CertValidity = w.Policy.CertValidity
+	}
+	if w.Policy.StageFor > 0 {
+		p.StageFor = w.Policy.StageFor
+	}
+	if len(p.Hosts) == 0 {
+		return fmt.Errorf("webhook: no host name for its certificate")
+	}
+	if w.SyncInterval <= 0 {
+		w.SyncInterval = 10 * time.Second
+	}
+	wlog := log.With("component", "webhook")
+	certs := &webhook.Certs{
+		Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
+		Namespace: o.Namespace, SecretName: w.Secret, ConfigName: w.ConfigName,
+		Policy: p, Log: wlog,
+	}
+	srv := &webhook.Server{Addr: w.Addr, Namespace: o.Namespace, Reader: mgr.GetAPIReader(), Certs: certs, Log: wlog, Listening: w.Listening}
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error { return certs.Run(ctx, w.SyncInterval) })); err != nil {
+		return err
+	}
+	if err := mgr.Add(srv); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("webhook-certificate", certs.Ready)
 }
 
 // servicesInNamespace maps a Namespace event (labels may have changed, which

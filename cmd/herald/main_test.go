@@ -21,6 +21,7 @@ func TestRun(t *testing.T) {
 		{[]string{"svclb", "-h"}, 0, "", "DEST_IPS"},
 		{[]string{"svclb", "extra"}, 2, "", `herald svclb: unexpected arguments: ["extra"]`},
 		{[]string{"controller", "--svclb-image-pull-policy=Sometimes"}, 2, "", `--svclb-image-pull-policy="Sometimes": not Always, IfNotPresent or Never`},
+		{[]string{"controller", "--webhook-bind-address=:9443"}, 2, "", "--webhook-bind-address needs --webhook-service or --webhook-cert-hosts"},
 		{[]string{"controller", "-h"}, 2, "", "image of the svclb pods, Herald's own (default: $HERALD_IMAGE)"},
 		{[]string{"nllb"}, 2, "", "herald nllb: the node's kubeconfig is required"},
 		{[]string{"nllb", "-h"}, 0, "", "bootstrap mode"},

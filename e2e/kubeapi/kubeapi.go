@@ -68,7 +68,12 @@ type Server struct {
 
 // Start starts etcd and kube-apiserver on free loopback ports under dir and
 // waits until the API server is ready. Call Stop when done, also on failure.
-func Start(dir string) (*Server, error) {
+func Start(dir string) (*Server, error) { return StartWith(dir) }
+
+// StartWith is Start with more kube-apiserver flags (e.g.
+// --enable-aggregator-routing=true: webhooks and aggregated APIs reached at
+// their Services' endpoints, not their ClusterIPs).
+func StartWith(dir string, apiserverArgs ...string) (*Server, error) {
 	bin := BinDir()
 	for _, b := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
@@ -95,18 +100,18 @@ func Start(dir string) (*Server, error) {
 		return nil, err
 	}
 	apiPort := ports[2]
-	if err := s.spawn(filepath.Join(bin, "kube-apiserver"), "kube-apiserver",
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
+	if err := s.spawn(filepath.Join(bin, "kube-apiserver"), "kube-apiserver", append([]string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(apiPort),
 		"--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
-		"--tls-cert-file="+pki.serverCert, "--tls-private-key-file="+pki.serverKey,
-		"--client-ca-file="+pki.caCert,
+		"--tls-cert-file=" + pki.serverCert, "--tls-private-key-file=" + pki.serverKey,
+		"--client-ca-file=" + pki.caCert,
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+pki.saKey, "--service-account-signing-key-file="+pki.saKey,
+		"--service-account-key-file=" + pki.saKey, "--service-account-signing-key-file=" + pki.saKey,
 		"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112",
 		"--authorization-mode=Node,RBAC",
-		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
-	); err != nil {
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+	}, apiserverArgs...)...); err != nil {
 		s.Stop()
 		return nil, err
 	}

@@ -37,3 +37,6 @@ app.kubernetes.io/component: {{ .component }}
 
 {{- define "herald.controllerSA" -}}{{ include "herald.fullname" . }}-controller{{- end -}}
 {{- define "herald.speakerSA" -}}{{ include "herald.fullname" . }}-speaker{{- end -}}
+{{- define "herald.webhookService" -}}{{ include "herald.fullname" . }}-webhook{{- end -}}
+{{- define "herald.webhookConfiguration" -}}{{ include "herald.fullname" . }}-webhook{{- end -}}
+{{- define "herald.webhookSecret" -}}{{ default (printf "%s-webhook-cert" (include "herald.fullname" .)) .Values.webhook.secretName }}{{- end -}}

@@ -1,0 +1,158 @@
+//go:build integration
+
+package charts
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/controller"
+	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/webhook"
+)
+
+// hostAddress is an IPv4 address of this machine that an Endpoints object may hold (not loopback, not
+// link-local), or "" when there is none.
+func hostAddress() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+// TestWebhookThroughServiceEndpoints: the chart's webhook objects exactly as rendered — the Service and the
+// ValidatingWebhookConfiguration with its service reference, no URL — on an API server that reaches Services at
+// their endpoints (--enable-aggregator-routing=true), as in a cluster whose API server routes to pods. The
+// controller runs as the chart's ServiceAccount with the chart's RBAC and the chart's webhook names, listening on
+// an address of this machine that stands for its pod's; the Service's EndpointSlice (written here, there is no
+// EndpointSlice controller) names that address and port under the port name the chart gives. The API server checks
+// the certificate for <service>.<namespace>.svc, the only name in it, and calls the webhook: an overlapping pool
+// is refused (failurePolicy is Ignore, so only the webhook's answer refuses it), a good one allowed.
+func TestWebhookThroughServiceEndpoints(t *testing.T) {
+	ip := hostAddress()
+	if ip == "" {
+		t.Skip("no non-loopback IPv4 address on this machine to stand for a pod's")
+	}
+	es, err := kubeapi.StartWith(t.TempDir(), "--enable-aggregator-routing=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer es.Stop()
+	if err := es.InstallCRDs(filepath.Join(chartDir, "crds")); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "herald-ep"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a := newApplier(t, es.Config)
+	if err := a.ensureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	objs := render(t, ns, "--set", "fullnameOverride="+ns)
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "ValidatingWebhookConfiguration":
+			if err := a.apply(ctx, o, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	admin, err := client.New(es.Config, client.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lan"},
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.0/24"}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The controller, as the chart starts it (its --webhook-* names), as the chart's ServiceAccount.
+	o := controller.DefaultOptions()
+	o.Namespace, o.LeaderElection = ns, false
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	o.Registerer = prometheus.NewRegistry()
+	logs := &syncBuffer{}
+	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	listening := make(chan int, 1)
+	o.Webhook = controller.WebhookOptions{Addr: net.JoinHostPort(ip, "0"), ConfigName: ns + "-webhook", Secret: ns + "-webhook-cert",
+		Policy: webhook.Policy{Hosts: []string{ns + "-webhook." + ns + ".svc"}}, SyncInterval: 500 * time.Millisecond,
+		Listening: func(a net.Addr) { listening <- a.(*net.TCPAddr).Port }}
+	impersonated := rest.CopyConfig(es.Config)
+	impersonated.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + ns + "-controller",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	done := make(chan error, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	go func() { done <- controller.Run(runCtx, impersonated, o) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("controller.Run: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("controller logs:\n%s", logs.String())
+		}
+	}()
+	var port int
+	select {
+	case port = <-listening:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the webhook does not listen")
+	}
+
+	// The Service's EndpointSlice (the API server's endpoint resolver reads slices): what the EndpointSlice controller
+	// would write for a ready controller pod.
+	var svc corev1.Service
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: ns + "-webhook"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	portName := svc.Spec.Ports[0].Name
+	ready := true
+	if err := admin.Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: svc.Name + "-pod", Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: ptr(int32(port)), Protocol: ptr(corev1.ProtocolTCP)}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = admin.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "overlap"},
+			Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"203.0.113.128/25"}}}, client.DryRunAll)
+		return last != nil && strings.Contains(last.Error(),
+			`admission webhook "config.herald.dev" denied the request: IPAddressPool overlap: spec.addresses: 203.0.113.128/25 overlaps 203.0.113.0/24 of IPAddressPool "lan"`), nil
+	})
+	if err != nil {
+		t.Fatalf("an overlapping pool is not refused through the Service's endpoint %s: last answer %v", net.JoinHostPort(ip, strconv.Itoa(port)), last)
+	}
+	t.Logf("refused through the endpoint %s: %v", net.JoinHostPort(ip, strconv.Itoa(port)), last)
+	if err := admin.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "more"},
+		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.0/24"}}}); err != nil {
+		t.Errorf("a good pool: %v", err)
+	}
+	if err := admin.Delete(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lan"}}); err != nil {
+		t.Errorf("deleting a pool: %v", err)
+	}
+}
