@@ -36,7 +36,7 @@ func TestHelmLifecycle(t *testing.T) {
 	ns := testNamespace(t, ctx)
 	echoDeployment(t, ctx, ns)
 
-	l2 := []netip.Addr{nthAddr(cluster.Ranges().L2, 70), nthAddr(cluster.Ranges().L2, 71)}
+	l2 := []netip.Addr{nthAddr(cluster.Ranges().L2, 26), nthAddr(cluster.Ranges().L2, 27)}
 	f.poolWithAdvertisement(t, ctx, "e2e-helm", l2, v1beta1.L2AdvertisementSpec{})
 	addrs := f.services(t, ctx, ns, "l2", "e2e-helm", 2, corev1.ServiceExternalTrafficPolicyCluster)
 	settled(t, ctx, "the L2 addresses after install", addrs, anyNode)

@@ -131,7 +131,7 @@ func TestServiceLB(t *testing.T) {
 	t.Run("FallbackWhenTheAddressPoolIsFull", func(t *testing.T) {
 		fns := testNamespace(t, ctx)
 		echoDeployment(t, ctx, fns)
-		one := nthAddr(cluster.Ranges().L2, 60)
+		one := nthAddr(cluster.Ranges().L2, 25)
 		f.create(t, ctx, &v1beta1.IPAddressPool{
 			ObjectMeta: metav1.ObjectMeta{Name: "e2e-svclb-one", Namespace: "herald-system"},
 			Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{one.String() + "/32"},
