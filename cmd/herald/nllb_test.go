@@ -3,10 +3,14 @@ package main
 import (
 	"io"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/herald-lb/herald/nllb/node"
 )
@@ -55,5 +59,76 @@ func TestNLLBFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%q: error %v, want %q", tc.args, err, tc.err)
 		}
+	}
+}
+
+// TestNLLBStaticPodArgsParseBack: for each command line, the static pod's
+// container runs `herald nllb` with arguments that parse back to exactly
+// the options the command line gave (defaults made explicit).
+func TestNLLBStaticPodArgsParseBack(t *testing.T) {
+	for _, args := range [][]string{
+		{"--kubeconfig", "/etc/kubernetes/kubelet.conf"},
+		{"--kubeconfig", "/etc/kubernetes/kubelet.conf", "--patched-kubeconfig", "/var/lib/herald/kubelet-nllb.conf",
+			"--metrics-bind-address", "127.0.0.1:7574", "--log-level", "debug"},
+		{"--kubeconfig", "/var/lib/rancher/k3s/agent/kubelet.kubeconfig", "--patched-kubeconfig", "/var/lib/herald/k3s-kubelet.conf",
+			"--upstreams", "10.0.0.11:6443,10.0.0.12:6443", "--konnectivity", "--konnectivity-port", "7133",
+			"--konnectivity-upstream-port", "8133", "--health-mode", "tcp", "--health-interval", "3s", "--health-timeout", "1s",
+			"--unhealthy-after", "2", "--healthy-after", "4", "--dial-timeout", "1500ms", "--apiserver-port", "7444"},
+		{"--kubeconfig", "/k/kubelet.conf", "--loopback", "ipv6", "--upstreams", "[fd00::11]:6443", "--state-file", "",
+			"--patched-kubeconfig-resync", "1m"},
+		{"--kubeconfig", "/k/kubelet.conf", "--watch-endpoints", "--state-file-poll", "0", "--state-file", "/srv/nllb/u.json"},
+	} {
+		full := append([]string{"--image", "localhost/herald:dev"}, args...)
+		f, sp, err := parseNLLBStaticPodFlags(full, io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		pod, err := node.StaticPod(f.o, sp)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		c := pod.Spec.Containers[0]
+		if c.Args[0] != "nllb" || c.Image != "localhost/herald:dev" {
+			t.Fatalf("%q: container %s runs %q", args, c.Image, c.Args)
+		}
+		back, err := parseNLLBFlags(c.Args[1:], io.Discard)
+		if err != nil {
+			t.Fatalf("%q: the manifest's args %q do not parse: %v", args, c.Args[1:], err)
+		}
+		if !reflect.DeepEqual(back.o, f.o) || back.logLevel != f.logLevel {
+			t.Errorf("%q: the manifest's args parse to\n%+v (log %s), want\n%+v (log %s)", args, back.o, back.logLevel, f.o, f.logLevel)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--kubeconfig", "/k"}, "--image is required"},
+		{[]string{"--image", "h", "--kubeconfig", "/k", "--image-pull-policy", "Sometimes"}, "--image-pull-policy"},
+		{[]string{"--image", "h"}, "kubeconfig is required"},
+	} {
+		_, _, err := parseNLLBStaticPodFlags(tc.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q: error %v, want %q", tc.args, err, tc.err)
+		}
+	}
+}
+
+// TestNLLBStaticPodCommand: the subcommand prints a Pod manifest.
+func TestNLLBStaticPodCommand(t *testing.T) {
+	var out, errs strings.Builder
+	if rc := run([]string{"nllb", "static-pod", "--image", "herald:1", "--kubeconfig", "/nonexistent/kubelet.conf",
+		"--host-paths", "/var/lib/kubelet/pki"}, &out, &errs); rc != 0 {
+		t.Fatalf("exit %d: %s", rc, errs.String())
+	}
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict([]byte(out.String()), &pod); err != nil {
+		t.Fatalf("not a Pod: %v\n%s", err, out.String())
+	}
+	if pod.Kind != "Pod" || pod.Name != "herald-nllb" || pod.Namespace != "kube-system" || !pod.Spec.HostNetwork {
+		t.Errorf("manifest: %+v", pod)
+	}
+	if !strings.Contains(errs.String(), "cannot be read here") || !strings.Contains(errs.String(), "no liveness probe") {
+		t.Errorf("stderr: %s", errs.String())
 	}
 }
