@@ -70,6 +70,7 @@ func parseNLLBFlagsWith(args []string, stderr io.Writer, sub string, extra func(
 	fs.DurationVar(&o.KubeconfigResync, "patched-kubeconfig-resync", o.KubeconfigResync, "how often the copy is checked against the original (rewritten only on change)")
 	fs.StringVar(&o.StateFile, "state-file", "/var/lib/herald/nllb-upstreams.json", "persisted upstream set (empty: none)")
 	seeds := fs.String("upstreams", "", "extra upstreams besides the kubeconfig's server, comma-separated IP:port")
+	fs.DurationVar(&o.SeedResolveInterval, "seed-resolve-interval", o.SeedResolveInterval, "how often a kubeconfig server given by name is looked up again (the seeds follow its addresses); 0: once at start")
 	fs.StringVar(&o.Loopback, "loopback", o.Loopback, "auto ([::1] when no upstream is IPv4, else 127.0.0.1), ipv4 or ipv6")
 	apiPort := fs.Uint("apiserver-port", uint(o.APIServerPort), "API server balancer port on the loopback")
 	fs.BoolVar(&o.Konnectivity, "konnectivity", false, "also balance konnectivity")

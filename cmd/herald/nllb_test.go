@@ -24,7 +24,7 @@ func TestNLLBFlags(t *testing.T) {
 	if o.APIServerPort != 7443 || o.Konnectivity || o.KonnectivityPort != 7132 || o.KonnectivityUpstreamPort != 8132 ||
 		o.HealthMode != node.HealthReadyz || o.Thresholds.Interval != 5*time.Second || o.Thresholds.UnhealthyAfter != 5 ||
 		o.Thresholds.HealthyAfter != 3 || o.Loopback != "auto" || o.StateFile != "/var/lib/herald/nllb-upstreams.json" ||
-		o.WatchEndpoints || o.StateFilePoll != 2*time.Second {
+		o.WatchEndpoints || o.StateFilePoll != 2*time.Second || o.SeedResolveInterval != time.Minute {
 		t.Errorf("defaults: %+v", o)
 	}
 	f, err = parseNLLBFlags([]string{"--kubeconfig", "/k", "--patched-kubeconfig", "/p", "--upstreams", "10.0.0.1:6443, [fd00::1]:6443",
@@ -54,6 +54,7 @@ func TestNLLBFlags(t *testing.T) {
 		{[]string{"--kubeconfig", "/k", "--patched-kubeconfig", "/k"}, "must differ"},
 		{[]string{"--kubeconfig", "/k", "extra"}, "unexpected arguments"},
 		{[]string{"--kubeconfig", "/k", "--state-file-poll", "-1s"}, "must not be negative"},
+		{[]string{"--kubeconfig", "/k", "--seed-resolve-interval", "-1s"}, "seed resolve interval"},
 	} {
 		_, err := parseNLLBFlags(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -77,6 +78,8 @@ func TestNLLBStaticPodArgsParseBack(t *testing.T) {
 		{"--kubeconfig", "/k/kubelet.conf", "--loopback", "ipv6", "--upstreams", "[fd00::11]:6443", "--state-file", "",
 			"--patched-kubeconfig-resync", "1m"},
 		{"--kubeconfig", "/k/kubelet.conf", "--watch-endpoints", "--state-file-poll", "0", "--state-file", "/srv/nllb/u.json"},
+		{"--kubeconfig", "/k/kubelet.conf", "--seed-resolve-interval", "0"},
+		{"--kubeconfig", "/k/kubelet.conf", "--seed-resolve-interval", "15s"},
 	} {
 		full := append([]string{"--image", "localhost/herald:dev"}, args...)
 		f, sp, err := parseNLLBStaticPodFlags(full, io.Discard)

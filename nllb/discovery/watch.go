@@ -33,6 +33,10 @@ type Watcher struct {
 	Client kubernetes.Interface
 	// Seeds stay in every applied set (see Merge).
 	Seeds []netip.AddrPort
+	// SeedsFunc, when set, gives the seeds instead of Seeds at every
+	// recomputation (seeds that change; with Resync, a change is applied
+	// within one Resync).
+	SeedsFunc func() []netip.AddrPort
 	// IPv6 selects the family of the endpoints kept: the family of the
 	// node's loopback balancer.
 	IPv6 bool
@@ -156,7 +160,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 		}
 		objs := lister()
 		eps := Upstreams(objs, portName, w.IPv6)
-		set := Merge(eps, w.Seeds)
+		seeds := w.Seeds
+		if w.SeedsFunc != nil {
+			seeds = w.SeedsFunc()
+		}
+		set := Merge(eps, seeds)
 		if set == nil {
 			if !emptyLogged {
 				log.Warn("nllb the API servers' EndpointSlices list no ready endpoint; keeping the current upstreams",

@@ -95,6 +95,10 @@ type Follower struct {
 	Path string
 	// Seeds stay in every applied set (see discovery.Merge).
 	Seeds []netip.AddrPort
+	// SeedsFunc, when set, gives the seeds instead of Seeds at every read
+	// (seeds that change: a re-resolved server name); a change re-merges
+	// the file's last list even when the file did not change.
+	SeedsFunc func() []netip.AddrPort
 	// IPv6 keeps the file's IPv6 upstreams, else its IPv4 ones: the family
 	// of the node's balancer.
 	IPv6 bool
@@ -113,7 +117,16 @@ type Follower struct {
 	seen    []byte // content handled last (nil: none yet)
 	problem string // the problem logged last ("": none)
 	applied []netip.AddrPort
+	own     []netip.AddrPort // the file's last usable list (its family)
+	merged  []netip.AddrPort // the seeds of the last merge
 	started bool
+}
+
+func (f *Follower) seeds() []netip.AddrPort {
+	if f.SeedsFunc != nil {
+		return f.SeedsFunc()
+	}
+	return f.Seeds
 }
 
 // Run reads the file at once and then every Interval until ctx is done.
@@ -152,20 +165,30 @@ func (f *Follower) Check() []netip.AddrPort {
 	if !f.started {
 		f.started = true
 		f.applied = slices.Clone(f.Current)
+		f.merged = slices.Clone(f.seeds())
 	}
+	seeds := f.seeds()
 	log := f.logger().With("path", f.Path)
 	data, err := os.ReadFile(f.Path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		f.report(log, slog.LevelInfo, "nllb upstream file not written yet (the speaker's feed writes it); keeping the current upstreams", nil)
 		f.seen = nil
+		if !slices.Equal(seeds, f.merged) {
+			// The seeds changed: the last list (if any) with the new seeds.
+			return f.apply(log, f.own, seeds, nil)
+		}
 		return nil
 	case err != nil:
 		f.report(log, slog.LevelWarn, "nllb cannot read the upstream file; keeping the current upstreams", err)
 		return nil
 	}
 	if f.seen != nil && bytes.Equal(data, f.seen) {
-		return nil
+		if f.own == nil || slices.Equal(seeds, f.merged) {
+			return nil
+		}
+		// The seeds changed: the last list with the new seeds.
+		return f.apply(log, f.own, seeds, data)
 	}
 	ups, err := nllb.ParseUpstreams(data)
 	if err != nil {
@@ -180,9 +203,22 @@ func (f *Follower) Check() []netip.AddrPort {
 			fmt.Errorf("listed %v, ipv6 %v", ups, f.IPv6))
 		return nil
 	}
-	set := discovery.Merge(own, f.Seeds)
+	return f.apply(log, own, seeds, data)
+}
+
+// apply installs the file's list own plus seeds unless that is the set in
+// force; data is the content it came from.
+func (f *Follower) apply(log *slog.Logger, own, seeds []netip.AddrPort, data []byte) []netip.AddrPort {
+	set := discovery.Merge(own, seeds)
+	if len(own) == 0 {
+		// No list from the cluster yet: the seeds alone.
+		set = discovery.Merge(seeds, nil)
+	}
+	if len(set) == 0 {
+		return nil
+	}
 	if slices.Equal(set, f.applied) {
-		f.seen, f.problem = data, ""
+		f.seen, f.problem, f.own, f.merged = data, "", own, seeds
 		return nil
 	}
 	if err := f.Apply(set); err != nil {
@@ -190,9 +226,10 @@ func (f *Follower) Check() []netip.AddrPort {
 		f.report(log, slog.LevelError, "nllb cannot apply the upstream file's set; retrying at the next read", err)
 		return nil
 	}
-	f.seen, f.problem, f.applied = data, "", set
+	f.seen, f.problem, f.applied, f.own, f.merged = data, "", set, own, seeds
 	f.Metrics.updated()
-	log.Info("nllb upstreams from the node's upstream file applied", "upstreams", fmt.Sprint(set), "listed", fmt.Sprint(own))
+	log.Info("nllb upstreams from the node's upstream file applied", "upstreams", fmt.Sprint(set), "listed", fmt.Sprint(own),
+		"seeds", fmt.Sprint(seeds))
 	return set
 }
 

@@ -305,3 +305,37 @@ func TestWriterFollowsSlices(t *testing.T) {
 		t.Errorf("%d write lines logged, want 4; logs:\n%s", n, logs.b.String())
 	}
 }
+
+// TestFollowerSeedsFunc: seeds that change (a re-resolved server name)
+// are merged again at the next read, with the file unchanged, and with no
+// file at all (the seeds alone).
+func TestFollowerSeedsFunc(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "u.json")
+	seeds := aps("192.0.2.1:6443")
+	var got []netip.AddrPort
+	f := &Follower{Path: path, SeedsFunc: func() []netip.AddrPort { return seeds }, Current: aps("192.0.2.1:6443"),
+		Apply: func(ups []netip.AddrPort) error { got = ups; return nil }, Logger: slog.New(slog.DiscardHandler)}
+	if f.Check() != nil {
+		t.Fatalf("no file, same seeds: applied %v", got)
+	}
+	seeds = aps("192.0.2.2:6443")
+	if want := aps("192.0.2.2:6443"); !slices.Equal(f.Check(), want) {
+		t.Errorf("no file, the seed moved: applied %v, want %v", got, want)
+	}
+	if err := nllb.SaveUpstreams(path, aps("10.0.0.11:6443")); err != nil {
+		t.Fatal(err)
+	}
+	if want := aps("10.0.0.11:6443", "192.0.2.2:6443"); !slices.Equal(f.Check(), want) {
+		t.Errorf("the file: applied %v, want %v", got, want)
+	}
+	if f.Check() != nil {
+		t.Error("nothing changed: applied again")
+	}
+	seeds = aps("192.0.2.3:6443", "192.0.2.4:6443")
+	if want := aps("10.0.0.11:6443", "192.0.2.3:6443", "192.0.2.4:6443"); !slices.Equal(f.Check(), want) {
+		t.Errorf("the file unchanged, the seeds moved: applied %v, want %v", got, want)
+	}
+	if f.Check() != nil {
+		t.Error("nothing changed since: applied again")
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +62,9 @@ type Options struct {
 	// Seeds are upstreams added to the kubeconfig's server (for example
 	// every control-plane node's address, known at install time).
 	Seeds []netip.AddrPort
+	// SeedResolveInterval: how often a kubeconfig server given by name is
+	// looked up again (the seeds follow its addresses); 0: once at start.
+	SeedResolveInterval time.Duration
 	// Loopback is LoopbackAuto, LoopbackIPv4 or LoopbackIPv6.
 	Loopback string
 	// APIServerPort on the loopback; 0 picks a free port (tests).
@@ -106,6 +110,7 @@ func DefaultOptions() Options {
 		Thresholds:               health.DefaultThresholds(),
 		DialTimeout:              nllb.DefaultDialTimeout,
 		StateFilePoll:            feed.DefaultPollInterval,
+		SeedResolveInterval:      time.Minute,
 	}
 }
 
@@ -128,6 +133,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("konnectivity port %d: the API server balancer uses it", o.KonnectivityPort)
 	case o.DialTimeout <= 0:
 		return fmt.Errorf("dial timeout %v: must be positive", o.DialTimeout)
+	case o.SeedResolveInterval < 0:
+		return fmt.Errorf("seed resolve interval %v: must not be negative (0: resolved once at start)", o.SeedResolveInterval)
 	case o.StateFilePoll < 0:
 		return fmt.Errorf("state file poll interval %v: must not be negative (0: not followed)", o.StateFilePoll)
 	}
@@ -223,6 +230,8 @@ func Run(ctx context.Context, o Options) error {
 		log.Info("nllb patched kubeconfig ready", "path", o.KubeconfigOut, "server", lbURL, "written", wrote)
 	}
 
+	seedsR := newSeedResolver(server, o.Seeds, seeds, lookupOf(o), log)
+	var seedsChanged func()
 	var watcher *discovery.Watcher
 	var follower *feed.Follower
 	switch {
@@ -237,6 +246,12 @@ func Run(ctx context.Context, o Options) error {
 			// upstreams): the node's API access must not depend on it.
 			log.Error("nllb cannot watch the API servers' EndpointSlices; serving the persisted and seed upstreams only", "error", err.Error())
 			watcher = nil
+		} else {
+			// A new seed reaches the set at the next event or resync.
+			watcher.SeedsFunc = seedsR.Seeds
+			if r := o.SeedResolveInterval; r > 0 && seedsR.named() {
+				watcher.Resync = r
+			}
 		}
 	case follow:
 		met, err := feed.NewMetrics(o.Registerer, feed.SourceFile)
@@ -244,15 +259,24 @@ func Run(ctx context.Context, o Options) error {
 			closeAll()
 			return fmt.Errorf("nllb metrics: %w", err)
 		}
-		follower = &feed.Follower{Path: o.StateFile, Seeds: seeds, IPv6: ipv6, Current: ups, Interval: o.StateFilePoll,
+		follower = &feed.Follower{Path: o.StateFile, SeedsFunc: seedsR.Seeds, IPv6: ipv6, Current: ups, Interval: o.StateFilePoll,
 			Apply: newApply(o, api, konn, false, nil), Metrics: met, Logger: log}
 	default:
 		log.Info("nllb upstreams fixed: neither watching the EndpointSlices nor following the upstream file", "upstreams", fmt.Sprint(ups))
+		// The persisted part stays; the seeds follow the server's name.
+		persisted := slices.DeleteFunc(slices.Clone(ups), func(u netip.AddrPort) bool { return slices.Contains(seeds, u) })
+		apply := newApply(o, api, konn, true, nil)
+		seedsChanged = func() {
+			set := append(slices.Clone(persisted), seedsR.Seeds()...)
+			if err := apply(set); err != nil {
+				log.Error("nllb cannot apply the new seeds", "error", err.Error())
+			}
+		}
 	}
 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	errs := make(chan error, len(balancers)+4)
+	errs := make(chan error, len(balancers)+5)
 	for _, b := range balancers {
 		go func() { errs <- b.Serve(ctx) }()
 	}
@@ -269,6 +293,8 @@ func Run(ctx context.Context, o Options) error {
 		running++
 		go func() { errs <- follower.Run(ctx) }()
 	}
+	running++
+	go func() { errs <- seedsR.Run(ctx, o.SeedResolveInterval, seedsChanged) }()
 	if o.MetricsAddr != "" {
 		running++
 		go func() { errs <- serveMetrics(ctx, o.MetricsAddr) }()
@@ -294,11 +320,7 @@ type start struct {
 // prepare reads the node's kubeconfig, resolves its server (a failure is
 // logged: the persisted set may do) and loads the starting set.
 func prepare(ctx context.Context, o Options, log *slog.Logger) (start, error) {
-	if o.Lookup == nil {
-		o.Lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
-			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-		}
-	}
+	o.Lookup = lookupOf(o)
 	data, err := os.ReadFile(o.KubeconfigIn)
 	if err != nil {
 		return start{}, fmt.Errorf("node kubeconfig: %w", err)
@@ -323,6 +345,16 @@ func prepare(ctx context.Context, o Options, log *slog.Logger) (start, error) {
 	}
 	ipv6 := o.Loopback == LoopbackIPv6 || o.Loopback == LoopbackAuto && !anyIPv4(ups)
 	return start{server: server, seeds: seeds, ups: ups, ipv6: ipv6}, nil
+}
+
+// lookupOf is o.Lookup, or the system resolver.
+func lookupOf(o Options) func(context.Context, string) ([]netip.Addr, error) {
+	if o.Lookup != nil {
+		return o.Lookup
+	}
+	return func(ctx context.Context, host string) ([]netip.Addr, error) {
+		return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	}
 }
 
 // WriteKubeconfig writes the patched kubeconfig once, naming the balancer

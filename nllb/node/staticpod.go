@@ -33,6 +33,7 @@ func (o Options) Args(logLevel string) []string {
 		"--state-file=" + o.StateFile,
 		"--state-file-poll=" + d(o.StateFilePoll),
 	}
+	args = append(args, "--seed-resolve-interval="+d(o.SeedResolveInterval))
 	if len(o.Seeds) > 0 {
 		s := make([]string, len(o.Seeds))
 		for i, a := range o.Seeds {
