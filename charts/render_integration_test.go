@@ -32,6 +32,10 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 				"BGPPeer", "Community", "BFDProfile", "ServiceMonitor"}},
 		{name: "lab", ns: "herald-lab", args: []string{"-f", "../e2e/lab/manifests/herald-values.yaml"},
 			want: []string{"Deployment", "DaemonSet"}},
+		// NLLB as static pods watching the slices with the node RBAC (the all-modes values have the DaemonSet
+		// fed by the speaker).
+		{name: "nllb-static-watch", ns: "herald-nllbwatch", args: []string{"--set", "nllb.staticPod=true,nllb.upstreamsFrom=watch,nllb.nodeRBAC=true"},
+			want: []string{"Role", "RoleBinding"}},
 	}
 	a := newApplier(t, srv.Config)
 	ctx := context.Background()

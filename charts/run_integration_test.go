@@ -5,9 +5,11 @@ package charts
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
+	"github.com/herald-lb/herald/nllb"
 	"github.com/herald-lb/herald/speaker"
 	"github.com/herald-lb/herald/webhook"
 )
@@ -309,6 +312,16 @@ func TestSpeakerRunsWithChartRBAC(t *testing.T) {
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.Registerer = prometheus.NewRegistry()
 	o.Announcer = ann
+	// The NLLB feed (nllb.upstreamsFrom speaker): the API servers' slice, written here (the test API server
+	// writes none), goes into the node's upstream file through the speaker's own ClusterRole.
+	o.NLLBStateFile = filepath.Join(t.TempDir(), "herald", "nllb-upstreams.json")
+	must(admin.c.Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "kubernetes-spk", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("https"), Port: ptr[int32](6443)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.21"}}, {Addresses: []string{"192.0.2.22"}}},
+	}))
+	defer admin.c.Delete(context.Background(), &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes-spk"}})
 	logs := &syncBuffer{}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	done := make(chan error, 1)
@@ -348,6 +361,10 @@ func TestSpeakerRunsWithChartRBAC(t *testing.T) {
 			}
 		}
 		return false, nil
+	})
+	waitFor("the NLLB feed's upstream file listing the API servers' slice", func(context.Context) (bool, error) {
+		ups, err := nllb.LoadUpstreams(o.NLLBStateFile)
+		return err == nil && fmt.Sprint(ups) == "[192.0.2.21:6443 192.0.2.22:6443]", nil
 	})
 	// A Service added while it runs: seen through its watches, not only its first list.
 	service("later", "192.0.2.65")

@@ -27,9 +27,16 @@ type persisted struct {
 // a missing directory is created.
 // An empty set is refused.
 func SaveUpstreams(path string, ups []netip.AddrPort) error {
+	_, err := WriteUpstreams(path, ups)
+	return err
+}
+
+// WriteUpstreams is SaveUpstreams reporting whether it wrote (false: the
+// file already held that set).
+func WriteUpstreams(path string, ups []netip.AddrPort) (bool, error) {
 	norm, err := normalize(ups)
 	if err != nil {
-		return fmt.Errorf("save upstreams to %s: %w", path, err)
+		return false, fmt.Errorf("save upstreams to %s: %w", path, err)
 	}
 	p := persisted{Version: stateVersion}
 	for _, u := range norm {
@@ -37,15 +44,16 @@ func SaveUpstreams(path string, ups []netip.AddrPort) error {
 	}
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
-		return fmt.Errorf("save upstreams to %s: %w", path, err)
+		return false, fmt.Errorf("save upstreams to %s: %w", path, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("save upstreams: %w", err)
+		return false, fmt.Errorf("save upstreams: %w", err)
 	}
-	if _, err := atomicfile.WriteIfChanged(path, append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("save upstreams: %w", err)
+	wrote, err := atomicfile.WriteIfChanged(path, append(data, '\n'), 0o600)
+	if err != nil {
+		return false, fmt.Errorf("save upstreams: %w", err)
 	}
-	return nil
+	return wrote, nil
 }
 
 // LoadUpstreams reads the set SaveUpstreams wrote. A missing file is an
@@ -56,26 +64,33 @@ func LoadUpstreams(path string) ([]netip.AddrPort, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load upstreams: %w", err)
 	}
-	var p persisted
-	if err := json.Unmarshal(data, &p); err != nil {
+	ups, err := ParseUpstreams(data)
+	if err != nil {
 		return nil, fmt.Errorf("load upstreams from %s: %w", path, err)
 	}
+	return ups, nil
+}
+
+// ParseUpstreams reads the content of a persisted set: sorted, without
+// duplicates. Content that does not parse, has another version, an invalid
+// address or no upstream is an error.
+func ParseUpstreams(data []byte) ([]netip.AddrPort, error) {
+	var p persisted
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, err
+	}
 	if p.Version != stateVersion {
-		return nil, fmt.Errorf("load upstreams from %s: format version %d, want %d", path, p.Version, stateVersion)
+		return nil, fmt.Errorf("format version %d, want %d", p.Version, stateVersion)
 	}
 	ups := make([]netip.AddrPort, 0, len(p.Upstreams))
 	for _, s := range p.Upstreams {
 		u, err := netip.ParseAddrPort(s)
 		if err != nil {
-			return nil, fmt.Errorf("load upstreams from %s: %w", path, err)
+			return nil, fmt.Errorf("upstream %q: %w", s, err)
 		}
 		ups = append(ups, u)
 	}
-	norm, err := normalize(ups)
-	if err != nil {
-		return nil, fmt.Errorf("load upstreams from %s: %w", path, err)
-	}
-	return norm, nil
+	return normalize(ups)
 }
 
 // StartUpstreams is the set a starting balancer uses: the persisted set

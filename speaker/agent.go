@@ -99,6 +99,14 @@ type Options struct {
 	// BGPCloseTimeout bounds the withdraw and Cease on stop (default 2s).
 	BGPCloseTimeout time.Duration
 
+	// NLLBStateFile, when set, is the node's NLLB upstream file (herald
+	// nllb --state-file): the speaker writes the API servers listed in the
+	// default/kubernetes EndpointSlices into it (see nllb/feed).
+	NLLBStateFile string
+	// NLLBFamily is the family written: NLLBFamilyAuto (default: the
+	// memberlist bind address's), NLLBFamilyIPv4 or NLLBFamilyIPv6.
+	NLLBFamily string
+
 	// MetricsAddr and ProbeAddr are listen addresses ("0" disables).
 	MetricsAddr, ProbeAddr string
 	KubeAPIQPS             float32
@@ -259,6 +267,11 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 			return nil, fmt.Errorf("node %s has no InternalIP: set --memberlist-bind-address", o.NodeName)
 		}
 		bind = ip
+	}
+	if o.NLLBStateFile != "" {
+		if err := addNLLBFeed(mgr, cfg, o, bind, o.Registerer, log); err != nil {
+			return nil, err
+		}
 	}
 	key, err := a.readKey(ctx, reader)
 	if err != nil {

@@ -53,6 +53,8 @@ func parseSpeakerFlags(args []string, getenv func(string) string, stderr io.Writ
 	exclude := fs.String("l2-exclude-interfaces", "", "comma-separated interface name patterns (path.Match) never answered on by default")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Prometheus metrics listen address (0 disables; the speaker uses the host network)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "/healthz and /readyz listen address (0 disables)")
+	fs.StringVar(&o.NLLBStateFile, "nllb-state-file", "", "write the API servers of the default/kubernetes EndpointSlices into this node's NLLB upstream file (herald nllb --state-file, which follows it); empty: off")
+	fs.StringVar(&o.NLLBFamily, "nllb-ip-family", speaker.NLLBFamilyAuto, "family of the API server addresses written: auto (the node address's: --memberlist-bind-address, else the Node's InternalIP), ipv4 or ipv6")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -81,6 +83,11 @@ func parseSpeakerFlags(args []string, getenv func(string) string, stderr io.Writ
 		if p = strings.TrimSpace(p); p != "" {
 			o.ExcludeInterfaces = append(o.ExcludeInterfaces, p)
 		}
+	}
+	switch o.NLLBFamily {
+	case speaker.NLLBFamilyAuto, speaker.NLLBFamilyIPv4, speaker.NLLBFamilyIPv6:
+	default:
+		return f, fmt.Errorf("--nllb-ip-family: %q is not auto, ipv4 or ipv6", o.NLLBFamily)
 	}
 	o.KubeAPIQPS = float32(*qps)
 	o.PodName, o.PodUID = getenv("POD_NAME"), getenv("POD_UID")

@@ -33,6 +33,10 @@ type Watcher struct {
 	Client kubernetes.Interface
 	// Seeds stay in every applied set (see Merge).
 	Seeds []netip.AddrPort
+	// SeedsFunc, when set, gives the seeds instead of Seeds at every
+	// recomputation (seeds that change; with Resync, a change is applied
+	// within one Resync).
+	SeedsFunc func() []netip.AddrPort
 	// IPv6 selects the family of the endpoints kept: the family of the
 	// node's loopback balancer.
 	IPv6 bool
@@ -45,6 +49,14 @@ type Watcher struct {
 	// RetryInterval is the wait before a failed Apply is tried again
 	// (default 5 s); a new event retries at once.
 	RetryInterval time.Duration
+	// Resync, when positive, forgets the last applied set that often and
+	// applies the current one again (Apply must be idempotent): what Apply
+	// wrote and someone else changed since (a file edited or removed) is
+	// put back.
+	Resync time.Duration
+	// RBACHint is logged with a Forbidden error (default RBACHint: the
+	// node's credentials).
+	RBACHint string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -70,6 +82,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if retry <= 0 {
 		retry = 5 * time.Second
 	}
+	hint := w.RBACHint
+	if hint == "" {
+		hint = RBACHint
+	}
 	selector := labels.Set{discoveryv1.LabelServiceName: ServiceName}.AsSelector().String()
 	inf := discoveryinformers.NewFilteredEndpointSliceInformer(w.Client, Namespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = selector })
@@ -82,7 +98,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		switch {
 		case apierrors.IsForbidden(err) && !forbiddenLogged:
 			forbiddenLogged = true
-			log.Error("nllb cannot watch the API servers' EndpointSlices: forbidden", "error", err.Error(), "rbac", RBACHint)
+			log.Error("nllb cannot watch the API servers' EndpointSlices: forbidden", "error", err.Error(), "rbac", hint)
 		case apierrors.IsForbidden(err):
 			log.Debug("nllb EndpointSlice watch still forbidden", "error", err.Error())
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
@@ -125,17 +141,30 @@ func (w *Watcher) Run(ctx context.Context) error {
 	kick() // a synced cache with no slice sends no event
 
 	lister := discoverylisters(inf)
-	var applied []netip.AddrPort
+	// applied is forgotten on a resync; last is not (logs).
+	var applied, last []netip.AddrPort
 	emptyLogged := false
+	var resync <-chan time.Time
+	if w.Resync > 0 {
+		t := time.NewTicker(w.Resync)
+		defer t.Stop()
+		resync = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+		case <-resync:
+			applied = nil
 		}
 		objs := lister()
 		eps := Upstreams(objs, portName, w.IPv6)
-		set := Merge(eps, w.Seeds)
+		seeds := w.Seeds
+		if w.SeedsFunc != nil {
+			seeds = w.SeedsFunc()
+		}
+		set := Merge(eps, seeds)
 		if set == nil {
 			if !emptyLogged {
 				log.Warn("nllb the API servers' EndpointSlices list no ready endpoint; keeping the current upstreams",
@@ -154,8 +183,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 			time.AfterFunc(retry, kick)
 			continue
 		}
-		log.Info("nllb upstreams from the cluster applied", "upstreams", fmt.Sprint(set), "endpoints", fmt.Sprint(eps))
-		applied = set
+		if slices.Equal(set, last) {
+			log.Debug("nllb upstreams from the cluster applied again (resync)", "upstreams", fmt.Sprint(set))
+		} else {
+			log.Info("nllb upstreams from the cluster applied", "upstreams", fmt.Sprint(set), "endpoints", fmt.Sprint(eps))
+		}
+		applied, last = set, set
 	}
 }
 

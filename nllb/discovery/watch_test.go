@@ -173,3 +173,42 @@ func TestWatcherForbiddenLoggedOnce(t *testing.T) {
 		t.Errorf("%d debug lines for the retries, want at least 2", got)
 	}
 }
+
+// TestWatcherSeedsFunc: seeds that change are merged in at the next
+// resync, without any slice event; an unchanged resync applies the same
+// set again (Apply is idempotent), which callers see as a no-op.
+func TestWatcherSeedsFunc(t *testing.T) {
+	s := slice("kubernetes", discoveryv1.AddressTypeIPv4, map[string]int32{"https": 6443}, ep{addrs: []string{"10.0.0.11"}})
+	cs := fake.NewClientset(s)
+	calls := make(chan []netip.AddrPort, 100)
+	var mu sync.Mutex
+	seeds := aps("192.0.2.1:6443")
+	w := &Watcher{
+		Client: cs, Resync: 50 * time.Millisecond,
+		SeedsFunc: func() []netip.AddrPort { mu.Lock(); defer mu.Unlock(); return seeds },
+		Apply:     func(ups []netip.AddrPort) error { calls <- ups; return nil },
+		Logger:    slog.New(slog.DiscardHandler),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	if got, want := next(t, calls), aps("10.0.0.11:6443", "192.0.2.1:6443"); !slices.Equal(got, want) {
+		t.Fatalf("first: %v, want %v", got, want)
+	}
+	mu.Lock()
+	seeds = aps("192.0.2.2:6443")
+	mu.Unlock()
+	want := aps("10.0.0.11:6443", "192.0.2.2:6443")
+	deadline := time.Now().Add(10 * time.Second)
+	for got := next(t, calls); !slices.Equal(got, want); got = next(t, calls) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new seed not applied: last %v", got)
+		}
+	}
+}

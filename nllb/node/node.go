@@ -16,7 +16,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/herald-lb/herald/nllb"
 	"github.com/herald-lb/herald/nllb/discovery"
+	"github.com/herald-lb/herald/nllb/feed"
 	"github.com/herald-lb/herald/nllb/health"
 	"github.com/herald-lb/herald/nllb/kubeconfig"
 )
@@ -59,6 +62,9 @@ type Options struct {
 	// Seeds are upstreams added to the kubeconfig's server (for example
 	// every control-plane node's address, known at install time).
 	Seeds []netip.AddrPort
+	// SeedResolveInterval: how often a kubeconfig server given by name is
+	// looked up again (the seeds follow its addresses); 0: once at start.
+	SeedResolveInterval time.Duration
 	// Loopback is LoopbackAuto, LoopbackIPv4 or LoopbackIPv6.
 	Loopback string
 	// APIServerPort on the loopback; 0 picks a free port (tests).
@@ -73,9 +79,14 @@ type Options struct {
 	Thresholds               health.Thresholds
 	DialTimeout              time.Duration
 	// WatchEndpoints follows the default/kubernetes EndpointSlices through
-	// the balancer with the kubeconfig's credentials: the set becomes the
-	// cluster's ready API servers plus the seeds, and is persisted.
+	// the balancer with the kubeconfig's credentials (the node needs a Role
+	// for it): the set becomes the cluster's ready API servers plus the
+	// seeds, and is persisted. It replaces following StateFile.
 	WatchEndpoints bool
+	// StateFilePoll, without WatchEndpoints, is how often StateFile is read
+	// for a new set written by the speaker's feed (herald speaker
+	// --nllb-state-file); 0: not followed.
+	StateFilePoll time.Duration
 	// MetricsAddr, when set, serves /metrics there.
 	MetricsAddr string
 	// Registerer receives the metrics (default prometheus.DefaultRegisterer).
@@ -98,7 +109,8 @@ func DefaultOptions() Options {
 		HealthMode:               HealthReadyz,
 		Thresholds:               health.DefaultThresholds(),
 		DialTimeout:              nllb.DefaultDialTimeout,
-		WatchEndpoints:           true,
+		StateFilePoll:            feed.DefaultPollInterval,
+		SeedResolveInterval:      time.Minute,
 	}
 }
 
@@ -121,6 +133,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("konnectivity port %d: the API server balancer uses it", o.KonnectivityPort)
 	case o.DialTimeout <= 0:
 		return fmt.Errorf("dial timeout %v: must be positive", o.DialTimeout)
+	case o.SeedResolveInterval < 0:
+		return fmt.Errorf("seed resolve interval %v: must not be negative (0: resolved once at start)", o.SeedResolveInterval)
+	case o.StateFilePoll < 0:
+		return fmt.Errorf("state file poll interval %v: must not be negative (0: not followed)", o.StateFilePoll)
 	}
 	for _, s := range o.Seeds {
 		if !s.IsValid() || s.Port() == 0 {
@@ -144,33 +160,11 @@ func Run(ctx context.Context, o Options) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	if o.Lookup == nil {
-		o.Lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
-			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-		}
-	}
-	data, err := os.ReadFile(o.KubeconfigIn)
-	if err != nil {
-		return fmt.Errorf("node kubeconfig: %w", err)
-	}
-	server, err := kubeconfig.Server(data)
-	if err != nil {
-		return fmt.Errorf("node kubeconfig %s: %w", o.KubeconfigIn, err)
-	}
-	seeds := append([]netip.AddrPort(nil), o.Seeds...)
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	fromKubeconfig, err := kubeconfig.SeedUpstreams(server, func(h string) ([]netip.Addr, error) { return o.Lookup(lctx, h) })
-	cancel()
-	if err != nil {
-		// A name that does not resolve right now (DNS down with the API
-		// server) must not stop the balancer: the persisted set may do.
-		log.Warn("nllb cannot resolve the kubeconfig's server; going on with the persisted and extra upstreams", "error", err.Error())
-	}
-	seeds = append(seeds, fromKubeconfig...)
-	ups, err := nllb.StartUpstreams(o.StateFile, seeds, log)
+	st, err := prepare(ctx, o, log)
 	if err != nil {
 		return err
 	}
+	server, seeds, ups, ipv6 := st.server, st.seeds, st.ups, st.ipv6
 
 	var prober health.Prober = health.TCPProber{}
 	if o.HealthMode == HealthReadyz {
@@ -185,8 +179,6 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("nllb metrics: %w", err)
 	}
-	ipv6 := o.Loopback == LoopbackIPv6 || o.Loopback == LoopbackAuto && !anyIPv4(ups)
-
 	api, err := nllb.Listen(nllb.Config{
 		Name: "apiserver", Listen: nllb.LoopbackAddr(ipv6, o.APIServerPort), Policy: nllb.Random, Upstreams: ups,
 		DialTimeout: o.DialTimeout, Health: health.Options{Prober: prober, Thresholds: o.Thresholds},
@@ -219,7 +211,9 @@ func Run(ctx context.Context, o Options) error {
 			b.Serve(canceled()) // closes the listener and stops the health checks
 		}
 	}
-	if o.StateFile != "" {
+	follow := !o.WatchEndpoints && o.StateFile != "" && o.StateFilePoll > 0
+	if o.StateFile != "" && !follow {
+		// Followed, the file is the speaker's feed's to write.
 		if err := nllb.SaveUpstreams(o.StateFile, ups); err != nil {
 			log.Warn("nllb cannot persist the upstream set", "error", err.Error())
 		}
@@ -236,19 +230,53 @@ func Run(ctx context.Context, o Options) error {
 		log.Info("nllb patched kubeconfig ready", "path", o.KubeconfigOut, "server", lbURL, "written", wrote)
 	}
 
+	seedsR := newSeedResolver(server, o.Seeds, seeds, lookupOf(o), log)
+	var seedsChanged func()
 	var watcher *discovery.Watcher
-	if o.WatchEndpoints {
-		if watcher, err = newWatcher(o, server, seeds, ipv6, api, konn, log); err != nil {
+	var follower *feed.Follower
+	switch {
+	case o.WatchEndpoints:
+		met, err := feed.NewMetrics(o.Registerer, feed.SourceWatch)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("nllb metrics: %w", err)
+		}
+		if watcher, err = newWatcher(o, server, seeds, ipv6, api, newApply(o, api, konn, true, met), log); err != nil {
 			// The balancer works without the watch (persisted and seed
 			// upstreams): the node's API access must not depend on it.
 			log.Error("nllb cannot watch the API servers' EndpointSlices; serving the persisted and seed upstreams only", "error", err.Error())
 			watcher = nil
+		} else {
+			// A new seed reaches the set at the next event or resync.
+			watcher.SeedsFunc = seedsR.Seeds
+			if r := o.SeedResolveInterval; r > 0 && seedsR.named() {
+				watcher.Resync = r
+			}
+		}
+	case follow:
+		met, err := feed.NewMetrics(o.Registerer, feed.SourceFile)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("nllb metrics: %w", err)
+		}
+		follower = &feed.Follower{Path: o.StateFile, SeedsFunc: seedsR.Seeds, IPv6: ipv6, Current: ups, Interval: o.StateFilePoll,
+			Apply: newApply(o, api, konn, false, nil), Metrics: met, Logger: log}
+	default:
+		log.Info("nllb upstreams fixed: neither watching the EndpointSlices nor following the upstream file", "upstreams", fmt.Sprint(ups))
+		// The persisted part stays; the seeds follow the server's name.
+		persisted := slices.DeleteFunc(slices.Clone(ups), func(u netip.AddrPort) bool { return slices.Contains(seeds, u) })
+		apply := newApply(o, api, konn, true, nil)
+		seedsChanged = func() {
+			set := append(slices.Clone(persisted), seedsR.Seeds()...)
+			if err := apply(set); err != nil {
+				log.Error("nllb cannot apply the new seeds", "error", err.Error())
+			}
 		}
 	}
 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	errs := make(chan error, len(balancers)+3)
+	errs := make(chan error, len(balancers)+5)
 	for _, b := range balancers {
 		go func() { errs <- b.Serve(ctx) }()
 	}
@@ -261,6 +289,12 @@ func Run(ctx context.Context, o Options) error {
 		running++
 		go func() { errs <- watcher.Run(ctx) }()
 	}
+	if follower != nil {
+		running++
+		go func() { errs <- follower.Run(ctx) }()
+	}
+	running++
+	go func() { errs <- seedsR.Run(ctx, o.SeedResolveInterval, seedsChanged) }()
 	if o.MetricsAddr != "" {
 		running++
 		go func() { errs <- serveMetrics(ctx, o.MetricsAddr) }()
@@ -273,6 +307,82 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	return first
+}
+
+// start is what a node starts from, local files only.
+type start struct {
+	server *url.URL         // the kubeconfig's server
+	seeds  []netip.AddrPort // its addresses and the extra seeds
+	ups    []netip.AddrPort // the starting set: persisted plus seeds
+	ipv6   bool             // the balancers listen on [::1]
+}
+
+// prepare reads the node's kubeconfig, resolves its server (a failure is
+// logged: the persisted set may do) and loads the starting set.
+func prepare(ctx context.Context, o Options, log *slog.Logger) (start, error) {
+	o.Lookup = lookupOf(o)
+	data, err := os.ReadFile(o.KubeconfigIn)
+	if err != nil {
+		return start{}, fmt.Errorf("node kubeconfig: %w", err)
+	}
+	server, err := kubeconfig.Server(data)
+	if err != nil {
+		return start{}, fmt.Errorf("node kubeconfig %s: %w", o.KubeconfigIn, err)
+	}
+	seeds := append([]netip.AddrPort(nil), o.Seeds...)
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	fromKubeconfig, err := kubeconfig.SeedUpstreams(server, func(h string) ([]netip.Addr, error) { return o.Lookup(lctx, h) })
+	cancel()
+	if err != nil {
+		// A name that does not resolve right now (DNS down with the API
+		// server) must not stop the balancer: the persisted set may do.
+		log.Warn("nllb cannot resolve the kubeconfig's server; going on with the persisted and extra upstreams", "error", err.Error())
+	}
+	seeds = append(seeds, fromKubeconfig...)
+	ups, err := nllb.StartUpstreams(o.StateFile, seeds, log)
+	if err != nil {
+		return start{}, err
+	}
+	ipv6 := o.Loopback == LoopbackIPv6 || o.Loopback == LoopbackAuto && !anyIPv4(ups)
+	return start{server: server, seeds: seeds, ups: ups, ipv6: ipv6}, nil
+}
+
+// lookupOf is o.Lookup, or the system resolver.
+func lookupOf(o Options) func(context.Context, string) ([]netip.Addr, error) {
+	if o.Lookup != nil {
+		return o.Lookup
+	}
+	return func(ctx context.Context, host string) ([]netip.Addr, error) {
+		return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	}
+}
+
+// WriteKubeconfig writes the patched kubeconfig once, naming the balancer
+// Run would listen on with the same options, and returns its server URL
+// and whether the file was written (false: it was already so). It lets a
+// kubelet be started with the patched kubeconfig directly: the balancer
+// (a static pod) then comes up under it without any API server.
+func WriteKubeconfig(ctx context.Context, o Options) (string, bool, error) {
+	if err := o.Validate(); err != nil {
+		return "", false, fmt.Errorf("nllb options: %w", err)
+	}
+	if o.KubeconfigOut == "" {
+		return "", false, errors.New("no patched kubeconfig path (--patched-kubeconfig)")
+	}
+	if o.APIServerPort == 0 {
+		return "", false, errors.New("API server balancer port 0: the port must be known in advance")
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	st, err := prepare(ctx, o, log)
+	if err != nil {
+		return "", false, err
+	}
+	lb := kubeconfig.BalancerURL(nllb.LoopbackAddr(st.ipv6, o.APIServerPort))
+	wrote, err := kubeconfig.PatchFile(o.KubeconfigIn, o.KubeconfigOut, lb)
+	return lb, wrote, err
 }
 
 func canceled() context.Context {
@@ -311,9 +421,14 @@ func syncKubeconfig(ctx context.Context, o Options, url string, log *slog.Logger
 	}
 }
 
+// serveMetrics serves /metrics and /healthz (the static pod's liveness
+// probe: 200 "ok" while the process answers; it is served only once the
+// balancers listen). /healthz does not connect to the balancer: that
+// would count as a client connection to an upstream.
 func serveMetrics(ctx context.Context, addr string) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -94,6 +94,9 @@ func TestRunWithTheSeedDown(t *testing.T) {
 	o.KubeconfigOut = filepath.Join(dir, "out", "kubelet-nllb.conf")
 	os.Mkdir(filepath.Dir(o.KubeconfigOut), 0o755)
 	o.StateFile = filepath.Join(dir, "upstreams.json")
+	// Not followed (no speaker feeds it here): herald nllb owns the file
+	// and writes its starting set into it.
+	o.StateFilePoll = 0
 	o.Seeds = []netip.AddrPort{live}
 	o.APIServerPort = 0
 	o.Konnectivity, o.KonnectivityPort = true, 0

@@ -12,6 +12,7 @@ import (
 
 	"github.com/herald-lb/herald/nllb"
 	"github.com/herald-lb/herald/nllb/discovery"
+	"github.com/herald-lb/herald/nllb/feed"
 	"github.com/herald-lb/herald/nllb/kubeconfig"
 )
 
@@ -36,10 +37,9 @@ func watchConfig(path string, server *url.URL, lb netip.AddrPort) (*rest.Config,
 	return cfg, nil
 }
 
-// newWatcher wires the cluster's upstream list into the balancers and the
-// persisted set. The konnectivity balancer, when there is one, follows the
-// same hosts on its own port.
-func newWatcher(o Options, server *url.URL, seeds []netip.AddrPort, ipv6 bool, api, konn *nllb.Balancer, log *slog.Logger) (*discovery.Watcher, error) {
+// newWatcher follows the cluster's upstream list through the balancer api
+// into apply.
+func newWatcher(o Options, server *url.URL, seeds []netip.AddrPort, ipv6 bool, api *nllb.Balancer, apply func([]netip.AddrPort) error, log *slog.Logger) (*discovery.Watcher, error) {
 	cfg, err := watchConfig(o.KubeconfigIn, server, api.Addr())
 	if err != nil {
 		return nil, err
@@ -48,7 +48,15 @@ func newWatcher(o Options, server *url.URL, seeds []netip.AddrPort, ipv6 bool, a
 	if err != nil {
 		return nil, fmt.Errorf("endpointslice watch: client for %s: %w", kubeconfig.BalancerURL(api.Addr()), err)
 	}
-	apply := func(ups []netip.AddrPort) error {
+	return &discovery.Watcher{Client: cs, Seeds: seeds, IPv6: ipv6, Apply: apply, Logger: log}, nil
+}
+
+// newApply installs a new upstream set: the API server balancer, the
+// konnectivity balancer (same hosts, its own port) when there is one, and,
+// with persist, the state file (written only when its content changes);
+// met, when not nil, counts it.
+func newApply(o Options, api, konn *nllb.Balancer, persist bool, met *feed.Metrics) func([]netip.AddrPort) error {
+	return func(ups []netip.AddrPort) error {
 		if err := api.SetUpstreams(ups); err != nil {
 			return err
 		}
@@ -61,13 +69,12 @@ func newWatcher(o Options, server *url.URL, seeds []netip.AddrPort, ipv6 bool, a
 				return err
 			}
 		}
-		if o.StateFile != "" {
-			// Written only when the content changes.
+		if persist && o.StateFile != "" {
 			if err := nllb.SaveUpstreams(o.StateFile, ups); err != nil {
 				return err
 			}
 		}
+		met.Updated() // nil: counted elsewhere (the file follower counts its own)
 		return nil
 	}
-	return &discovery.Watcher{Client: cs, Seeds: seeds, IPv6: ipv6, Apply: apply, Logger: log}, nil
 }

@@ -207,9 +207,7 @@ func TestWatchEndpointSlicesThroughTheBalancer(t *testing.T) {
 		return []netip.Addr{seed.Addr()}, nil
 	}
 	o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if !o.WatchEndpoints {
-		t.Fatal("the watch is not on by default")
-	}
+	o.WatchEndpoints = true // the alternative to the speaker's feed (the default)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- Run(runCtx, o) }()
