@@ -18,7 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
@@ -102,13 +104,25 @@ func TestWebhookThroughServiceEndpoints(t *testing.T) {
 	impersonated := rest.CopyConfig(es.Config)
 	impersonated.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + ns + "-controller",
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	// controller.Run's manager, but another test of this process runs a controller too: skip the check that
+	// controller names are unique in the process.
+	mo := controller.ManagerOptions(o)
+	skip := true
+	mo.Controller = ctrlconfig.Controller{SkipNameValidation: &skip}
+	mgr, err := ctrl.NewManager(o.RESTConfig(impersonated), mo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controller.Setup(mgr, o); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	runCtx, stop := context.WithCancel(ctx)
-	go func() { done <- controller.Run(runCtx, impersonated, o) }()
+	go func() { done <- mgr.Start(runCtx) }()
 	defer func() {
 		stop()
 		if err := <-done; err != nil {
-			t.Errorf("controller.Run: %v", err)
+			t.Errorf("controller: %v", err)
 		}
 		if t.Failed() {
 			t.Logf("controller logs:\n%s", logs.String())
