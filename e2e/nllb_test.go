@@ -23,7 +23,9 @@ import (
 // TestNLLB runs in a lab with three kube-apiservers on one etcd whose nodes reach them through `herald nllb`
 // (LAB_APISERVERS=3 LAB_NLLB=1, `make e2e-nllb`): every node's kubelet and kube-proxy use the patched kubeconfigs
 // pointing at the node's loopback balancer, whose upstreams are the seed (server 1, the address every kubeconfig
-// names) and the servers of the default/kubernetes EndpointSlices.
+// names) and the servers of the default/kubernetes EndpointSlices, which the Herald speakers write into the nodes'
+// upstream file (LAB_NLLB_FEED=speaker, the default; installed here with the chart) or the balancers watch with the
+// node's credentials (LAB_NLLB_FEED=watch).
 //
 //   - KillOneAPIServer: SIGKILL a server while clients on a node make requests through the balancer with the
 //     node's patched kubeconfig; every node's balancer takes it out (marked unhealthy, or removed with its
@@ -39,6 +41,12 @@ func TestNLLB(t *testing.T) {
 		t.Skip("needs a lab with LAB_APISERVERS=3 LAB_NLLB=1 (make e2e-nllb)")
 	}
 	ctx := testContext(t, 10*time.Minute)
+	if l.Env()["LAB_NLLB_FEED"] == "speaker" {
+		// The chart's default wiring: the speakers write the API servers into the NLLB state directory, which the
+		// nodes' herald nllb follows (run by the lab as host services, as static pods would: nllb.staticPod).
+		t.Setenv("HERALD_HELM_ARGS", "--set nllb.staticPod=true --set nllb.stateDir="+l.Env()["NLLB_SHARED_DIR"])
+		installSpeakers(t, ctx)
+	}
 	servers := []string{l.Env()["APISERVER_1"], l.Env()["APISERVER_2"], l.Env()["APISERVER_3"]}
 	nodes := cluster.Nodes()
 	node1 := nodes[0]

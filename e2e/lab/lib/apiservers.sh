@@ -15,6 +15,9 @@ load_lab_settings() {
 	if [ -n "$v" ]; then LAB_APISERVERS=$v; fi
 	v=$(sed -n 's/^LAB_NLLB=//p' "$LAB_STATE/lab.env")
 	if [ -n "$v" ]; then LAB_NLLB=$v; fi
+	v=$(sed -n 's/^LAB_NLLB_FEED=//p' "$LAB_STATE/lab.env")
+	# shellcheck disable=SC2034 # used by nllb.sh
+	if [ -n "$v" ]; then LAB_NLLB_FEED=$v; fi
 }
 NFT_TABLE=${P//-/_}etcd_cut # nftables table names allow letters, digits and _
 

@@ -67,6 +67,8 @@ write_env() {
 		echo "LAB_EXTERNAL_CLOUD_NODES=$LAB_EXTERNAL_CLOUD_NODES"
 		if [ "$LAB_NLLB" = 1 ]; then
 			echo "NLLB_METRICS_PORT=$NLLB_METRICS_PORT"
+			echo "LAB_NLLB_FEED=$LAB_NLLB_FEED"
+			echo "NLLB_SHARED_DIR=$NLLB_SHARED_DIR"
 			for ((i = 1; i <= LAB_NODES; i++)); do echo "NLLB_KUBECONFIG_$i=$(nllb_kubelet_kubeconfig "$i")"; done
 		fi
 		for ((i = 1; i <= LAB_NODES; i++)); do
@@ -132,7 +134,7 @@ cmd_up() {
 	phase "network: lan bridge, $LAB_NODES nodes, client, routers" net_up
 	phase "certificates" pki_up
 	phase "control plane (etcd, $LAB_APISERVERS apiserver(s), controller-manager, scheduler)" controlplane_up
-	if [ "$LAB_NLLB" = 1 ]; then phase "RBAC: nodes may watch the default/kubernetes EndpointSlices (NLLB)" nllb_rbac; fi
+	if [ "$LAB_NLLB" = 1 ] && [ "$LAB_NLLB_FEED" = watch ]; then phase "RBAC: nodes may watch the default/kubernetes EndpointSlices (NLLB)" nllb_rbac; fi
 	phase "routers (gobgpd, FRR)" routers_up
 	phase "$LAB_NODES nodes in parallel (containerd, images, kubelet, kube-proxy)" nodes_up
 	phase "wait for $LAB_NODES nodes Ready" wait_nodes_ready

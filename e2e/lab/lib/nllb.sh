@@ -4,9 +4,16 @@
 
 NLLB_PORT=7443
 NLLB_METRICS_PORT=7574
+# Where the nodes' herald nllb learns the API servers: speaker (the default, as the chart does it: the Herald
+# speakers write the default/kubernetes EndpointSlices into NLLB_SHARED_STATE, which herald nllb follows; every node
+# of the lab shares the host's filesystem, so the one file serves them all) or watch (herald nllb watches them with
+# the node's credentials; the lab grants the RBAC).
+LAB_NLLB_FEED=${LAB_NLLB_FEED:-speaker}
+NLLB_SHARED_DIR=$LAB_STATE/nllb
 
 check_nllb() {
 	case $LAB_NLLB in 0 | 1) ;; *) die "LAB_NLLB=$LAB_NLLB: want 0 or 1" ;; esac
+	case $LAB_NLLB_FEED in speaker | watch) ;; *) die "LAB_NLLB_FEED=$LAB_NLLB_FEED: want speaker or watch" ;; esac
 }
 
 
@@ -14,7 +21,10 @@ HERALD_HOST_BIN=$IMAGE_CACHE/bin/herald
 
 nllb_kubelet_kubeconfig() { echo "$(node_dir "$1")/kubelet-nllb.kubeconfig"; }
 nllb_proxy_kubeconfig() { echo "$(node_dir "$1")/kube-proxy-nllb.kubeconfig"; }
-nllb_state_file() { echo "$(node_dir "$1")/nllb-upstreams.json"; }
+nllb_state_file() {
+	if [ "$LAB_NLLB_FEED" = speaker ]; then echo "$NLLB_SHARED_DIR/nllb-upstreams.json"; else echo "$(node_dir "$1")/nllb-upstreams.json"; fi
+}
+nllb_feed_flag() { if [ "$LAB_NLLB_FEED" = watch ]; then echo --watch-endpoints; else echo --watch-endpoints=false; fi; }
 
 # nllb_rbac: what `herald nllb --watch-endpoints` needs: nodes (group system:nodes) may list and watch the
 # EndpointSlices in namespace default (docs/nllb.md).
@@ -44,11 +54,12 @@ nllb_start() {
 	n=$(node_name "$i")
 	[ -x "$HERALD_HOST_BIN" ] || die "no herald binary at $HERALD_HOST_BIN (lab images)"
 	rm -f "$(nllb_kubelet_kubeconfig "$i")"
+	mkdir -p "$NLLB_SHARED_DIR"
 	# shellcheck disable=SC2086 # LAB_NLLB_ARGS is a list of flags
 	start_daemon "$n-nllb" nsenter --net="/var/run/netns/$n" -- "$HERALD_HOST_BIN" nllb \
 		--kubeconfig "$LAB_STATE/kubelet-$n.kubeconfig" --patched-kubeconfig "$(nllb_kubelet_kubeconfig "$i")" \
 		--state-file "$(nllb_state_file "$i")" --apiserver-port "$NLLB_PORT" \
-		--metrics-bind-address "$(node_ip4 "$i"):$NLLB_METRICS_PORT" --log-level debug ${LAB_NLLB_ARGS:-}
+		--metrics-bind-address "$(node_ip4 "$i"):$NLLB_METRICS_PORT" --log-level debug "$(nllb_feed_flag)" ${LAB_NLLB_ARGS:-}
 	wait_for "$n NLLB's patched kubeconfig" 30 test -s "$(nllb_kubelet_kubeconfig "$i")"
 	nllb_proxy_kubeconfig_write "$i"
 }
