@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/herald-lb/herald/nllb/feed"
 	"github.com/herald-lb/herald/nllb/health"
@@ -89,38 +88,13 @@ func TestSpeakerFeedToTheNode(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state", "nllb-upstreams.json")
 	in := filepath.Join(dir, "kubelet.conf")
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["k"] = &clientcmdapi.Cluster{Server: fmt.Sprintf("https://kubernetes:%d", port), CertificateAuthority: srv.Config.CAFile}
-	cfg.AuthInfos["node"] = &clientcmdapi.AuthInfo{
-		ClientCertificate: srv.Config.CertFile, ClientKey: srv.Config.KeyFile,
-		Impersonate: "system:node:n1", ImpersonateGroups: []string{"system:nodes"},
-	}
-	cfg.Contexts["node"] = &clientcmdapi.Context{Cluster: "k", AuthInfo: "node"}
-	cfg.CurrentContext = "node"
-	if err := clientcmd.WriteToFile(*cfg, in); err != nil {
-		t.Fatal(err)
-	}
-
-	ready := func(ip string, ok bool) discoveryv1.Endpoint {
-		return discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ok}}
-	}
+	writeNodeKubeconfig(t, in, port)
+	ready := readyEndpoint
 	newSlice := func(name string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
-		n, p := "https", int32(port)
-		return &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: &n, Port: &p}},
-			Endpoints:   eps,
-		}
+		return kubernetesSlice(name, port, eps...)
 	}
 	slicesAPI := admin.DiscoveryV1().EndpointSlices("default")
-	apiSlice, err := slicesAPI.Create(ctx, newSlice("kubernetes", ready("192.0.2.1", true), ready("192.0.2.2", true)), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = slicesAPI.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kubernetes"})
-	})
+	apiSlice := createKubernetesSlice(t, ctx, admin, newSlice("kubernetes", ready("192.0.2.1", true), ready("192.0.2.2", true)))
 
 	// The node first: it starts from its seed, with no file yet.
 	logs := &syncBuffer{}

@@ -152,41 +152,15 @@ func TestWatchEndpointSlicesThroughTheBalancer(t *testing.T) {
 
 	dir := t.TempDir()
 	in := filepath.Join(dir, "kubelet.conf")
-	cfg := clientcmdapi.NewConfig()
-	// The server by a name the API server's certificate carries (a loopback
-	// server is refused as already patched): the watch then verifies the
-	// certificate against it through the balancer.
-	cfg.Clusters["k"] = &clientcmdapi.Cluster{Server: fmt.Sprintf("https://kubernetes:%d", port), CertificateAuthority: srv.Config.CAFile}
-	cfg.AuthInfos["node"] = &clientcmdapi.AuthInfo{
-		ClientCertificate: srv.Config.CertFile, ClientKey: srv.Config.KeyFile,
-		Impersonate: "system:node:n1", ImpersonateGroups: []string{"system:nodes"},
-	}
-	cfg.Contexts["node"] = &clientcmdapi.Context{Cluster: "k", AuthInfo: "node"}
-	cfg.CurrentContext = "node"
-	if err := clientcmd.WriteToFile(*cfg, in); err != nil {
-		t.Fatal(err)
-	}
-
-	ready := func(ip string, ok bool) discoveryv1.Endpoint {
-		return discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ok}}
-	}
+	// The server by a name the API server's certificate carries: the watch
+	// verifies the certificate against it through the balancer.
+	writeNodeKubeconfig(t, in, port)
+	ready := readyEndpoint
 	newSlice := func(name string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
-		n, p := "https", int32(port)
-		return &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: &n, Port: &p}},
-			Endpoints:   eps,
-		}
+		return kubernetesSlice(name, port, eps...)
 	}
 	slicesAPI := admin.DiscoveryV1().EndpointSlices("default")
-	apiSlice, err := slicesAPI.Create(ctx, newSlice("kubernetes", ready("192.0.2.1", true), ready("192.0.2.2", true)), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = slicesAPI.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kubernetes"})
-	})
+	apiSlice := createKubernetesSlice(t, ctx, admin, newSlice("kubernetes", ready("192.0.2.1", true), ready("192.0.2.2", true)))
 
 	logs := &syncBuffer{}
 	reg := prometheus.NewRegistry()
@@ -333,4 +307,54 @@ func TestWatchEndpointSlicesThroughTheBalancer(t *testing.T) {
 	if n := len(logs.lines(discovery.Namespace + "/" + discovery.ServiceName)); n == 0 {
 		t.Error("the watcher's logs do not name the slices it watches")
 	}
+}
+
+// writeNodeKubeconfig writes to path the kubeconfig of node n1 (the test
+// server's admin certificate impersonating system:node:n1), its server named
+// "kubernetes", a name the API server's certificate carries (a loopback
+// server is refused as already patched).
+func writeNodeKubeconfig(t *testing.T, path string, port uint16) {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["k"] = &clientcmdapi.Cluster{Server: fmt.Sprintf("https://kubernetes:%d", port), CertificateAuthority: srv.Config.CAFile}
+	cfg.AuthInfos["node"] = &clientcmdapi.AuthInfo{
+		ClientCertificate: srv.Config.CertFile, ClientKey: srv.Config.KeyFile,
+		Impersonate: "system:node:n1", ImpersonateGroups: []string{"system:nodes"},
+	}
+	cfg.Contexts["node"] = &clientcmdapi.Context{Cluster: "k", AuthInfo: "node"}
+	cfg.CurrentContext = "node"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readyEndpoint(ip string, ok bool) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ok}}
+}
+
+// kubernetesSlice is an IPv4 EndpointSlice of the default/kubernetes Service
+// with the API server's port, named https.
+func kubernetesSlice(name string, port uint16, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	n, p := "https", int32(port)
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &n, Port: &p}},
+		Endpoints:   eps,
+	}
+}
+
+// createKubernetesSlice creates s; every default/kubernetes slice is deleted
+// when the test ends.
+func createKubernetesSlice(t *testing.T, ctx context.Context, admin kubernetes.Interface, s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	t.Helper()
+	api := admin.DiscoveryV1().EndpointSlices("default")
+	out, err := api.Create(ctx, s, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = api.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kubernetes"})
+	})
+	return out
 }
