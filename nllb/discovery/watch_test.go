@@ -1,13 +1,11 @@
 package discovery
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,34 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/herald-lb/herald/internal/logbuf"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) count(sub ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-next:
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		for _, s := range sub {
-			if !strings.Contains(line, s) {
-				continue next
-			}
-		}
-		n++
-	}
-	return n
-}
 
 func next(t *testing.T, ch <-chan []netip.AddrPort) []netip.AddrPort {
 	t.Helper()
@@ -79,7 +52,7 @@ func TestWatcherAppliesChangesOnly(t *testing.T) {
 			}
 			return nil
 		},
-		Logger: slog.New(slog.NewTextHandler(&lockedBuffer{}, nil)),
+		Logger: slog.New(slog.NewTextHandler(&logbuf.Buffer{}, nil)),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -147,7 +120,7 @@ func TestWatcherForbiddenLoggedOnce(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "",
 			errors.New(`User "system:node:n1" cannot list resource "endpointslices"`))
 	})
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	w := &Watcher{
 		Client: cs,
 		Apply:  func([]netip.AddrPort) error { t.Error("Apply called while forbidden"); return nil },
@@ -159,17 +132,17 @@ func TestWatcherForbiddenLoggedOnce(t *testing.T) {
 	lists.Wait() // three lists refused: the reflector retried twice
 	// The handler of the third list's error may still be running.
 	deadline := time.Now().Add(5 * time.Second)
-	for logs.count("forbidden") < 3 && time.Now().Before(deadline) {
+	for logs.Count("forbidden") < 3 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if got := logs.count("level=ERROR", "forbidden", "system:nodes", "endpointslices"); got != 1 {
+	if got := logs.Count("level=ERROR", "forbidden", "system:nodes", "endpointslices"); got != 1 {
 		t.Errorf("%d errors naming the RBAC, want 1", got)
 	}
-	if got := logs.count("level=DEBUG", "still forbidden"); got < 2 {
+	if got := logs.Count("level=DEBUG", "still forbidden"); got < 2 {
 		t.Errorf("%d debug lines for the retries, want at least 2", got)
 	}
 }

@@ -1,7 +1,6 @@
 package feed
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,35 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/herald-lb/herald/internal/logbuf"
 	"github.com/herald-lb/herald/nllb"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) count(sub ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-next:
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		for _, s := range sub {
-			if !strings.Contains(line, s) {
-				continue next
-			}
-		}
-		n++
-	}
-	return n
-}
 
 func aps(s ...string) []netip.AddrPort {
 	var out []netip.AddrPort
@@ -68,7 +39,7 @@ func aps(s ...string) []netip.AddrPort {
 func TestFollowerCheck(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "nllb-upstreams.json")
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	var applied [][]netip.AddrPort
 	failNext := false
 	reg := prometheus.NewRegistry()
@@ -144,16 +115,16 @@ func TestFollowerCheck(t *testing.T) {
 			t.Errorf("%s: applied %v (returned %v), want %v", st.name, now, got, st.want)
 		}
 		if st.log != "" {
-			if n := logs.count(st.log); n != 1 {
-				t.Errorf("%s: %d lines with %q, want 1; logs:\n%s", st.name, n, st.log, logs.b.String())
+			if n := logs.Count(st.log); n != 1 {
+				t.Errorf("%s: %d lines with %q, want 1; logs:\n%s", st.name, n, st.log, logs.String())
 			}
 		}
 	}
-	if n := logs.count("not written yet"); n != 2 {
+	if n := logs.Count("not written yet"); n != 2 {
 		// Once at the start, once after the removal near the end.
 		t.Errorf("%d lines about the missing file, want 2", n)
 	}
-	if n := logs.count("unusable"); n != 4 {
+	if n := logs.Count("unusable"); n != 4 {
 		t.Errorf("%d lines about unusable content, want 4 (truncated, empty, other version, bad address)", n)
 	}
 	if got := testutil.ToFloat64(met.updates); got != 4 {
@@ -242,7 +213,7 @@ func TestWriterFollowsSlices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	w := &Writer{Client: cs, Path: path, Resync: 100 * time.Millisecond, Metrics: met,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -266,7 +237,7 @@ func TestWriterFollowsSlices(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for file() != want {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: file %s, want %s; logs:\n%s", what, file(), want, logs.b.String())
+				t.Fatalf("%s: file %s, want %s; logs:\n%s", what, file(), want, logs.String())
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -280,7 +251,7 @@ func TestWriterFollowsSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for logs.count("no ready endpoint") == 0 && time.Now().Before(deadline) {
+	for logs.Count("no ready endpoint") == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if got := file(); got != "[10.0.0.11:6443 10.0.0.12:6443]" {
@@ -301,8 +272,8 @@ func TestWriterFollowsSlices(t *testing.T) {
 	if got := testutil.ToFloat64(met.updates); got != 4 {
 		t.Errorf("writes counted: %v, want 4 (the first, two edits, the resync after the removal)", got)
 	}
-	if n := logs.count("wrote the API servers"); n != 4 {
-		t.Errorf("%d write lines logged, want 4; logs:\n%s", n, logs.b.String())
+	if n := logs.Count("wrote the API servers"); n != 4 {
+		t.Errorf("%d write lines logged, want 4; logs:\n%s", n, logs.String())
 	}
 }
 

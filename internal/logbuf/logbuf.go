@@ -1,0 +1,43 @@
+// Package logbuf is a log sink for tests: a buffer that log handlers on
+// several goroutines write to, and that the test reads and counts lines in.
+package logbuf
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+)
+
+// Buffer is safe for concurrent writes and reads.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *Buffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String is everything written so far.
+func (l *Buffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Count is the number of lines that contain every one of sub.
+func (l *Buffer) Count(sub ...string) int {
+	n := 0
+next:
+	for _, line := range strings.Split(l.String(), "\n") {
+		for _, s := range sub {
+			if !strings.Contains(line, s) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
