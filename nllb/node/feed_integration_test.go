@@ -120,25 +120,8 @@ func TestSpeakerFeedToTheNode(t *testing.T) {
 	if o.WatchEndpoints {
 		t.Fatal("the node watches by default; the speaker's feed should be the default")
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- Run(runCtx, o) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-
-	want := func(ips ...string) (api, konn []string) {
-		for _, ip := range ips {
-			api = append(api, at(ip, port))
-			konn = append(konn, at(ip, konnPort))
-		}
-		slices.Sort(api)
-		slices.Sort(konn)
-		return api, konn
-	}
+	runNode(t, ctx, o)
+	want := func(ips ...string) (api, konn []string) { return wantUpstreams(port, konnPort, ips...) }
 	waitSet := func(what string, file []string, ips ...string) {
 		t.Helper()
 		api, konn := want(ips...)

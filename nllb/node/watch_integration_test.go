@@ -148,7 +148,6 @@ func TestWatchEndpointSlicesThroughTheBalancer(t *testing.T) {
 	seed := netip.MustParseAddrPort(strings.TrimPrefix(srv.Config.Host, "https://"))
 	port := seed.Port()
 	const konnPort = 18132
-	at := func(ip string, p uint16) string { return netip.AddrPortFrom(netip.MustParseAddr(ip), p).String() }
 
 	dir := t.TempDir()
 	in := filepath.Join(dir, "kubelet.conf")
@@ -182,25 +181,8 @@ func TestWatchEndpointSlicesThroughTheBalancer(t *testing.T) {
 	}
 	o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o.WatchEndpoints = true // the alternative to the speaker's feed (the default)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- Run(runCtx, o) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-
-	want := func(ips ...string) (api, konn []string) {
-		for _, ip := range ips {
-			api = append(api, at(ip, port))
-			konn = append(konn, at(ip, konnPort))
-		}
-		slices.Sort(api)
-		slices.Sort(konn)
-		return api, konn
-	}
+	runNode(t, ctx, o)
+	want := func(ips ...string) (api, konn []string) { return wantUpstreams(port, konnPort, ips...) }
 	waitSet := func(what string, ips ...string) {
 		t.Helper()
 		api, konn := want(ips...)
@@ -357,4 +339,30 @@ func createKubernetesSlice(t *testing.T, ctx context.Context, admin kubernetes.I
 		_ = api.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kubernetes"})
 	})
 	return out
+}
+
+// runNode runs the node's NLLB until the test ends, then checks it returned
+// no error.
+func runNode(t *testing.T, ctx context.Context, o Options) {
+	t.Helper()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, o) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// wantUpstreams is the sorted API server and konnectivity upstreams of ips.
+func wantUpstreams(port, konnPort uint16, ips ...string) (api, konn []string) {
+	for _, ip := range ips {
+		api = append(api, netip.AddrPortFrom(netip.MustParseAddr(ip), port).String())
+		konn = append(konn, netip.AddrPortFrom(netip.MustParseAddr(ip), konnPort).String())
+	}
+	slices.Sort(api)
+	slices.Sort(konn)
+	return api, konn
 }
