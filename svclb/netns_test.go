@@ -51,18 +51,22 @@ func newTopo(t testing.TB, routed bool) *topo {
 	tp := &topo{client: lab.NS("client"), pod: lab.NS("pod"), backend: lab.NS("backend")}
 	netnstest.Veth(tp.client, "eth0", tp.pod, "eth0", "")
 	netnstest.Veth(tp.pod, "eth1", tp.backend, "eth0", "")
-	for _, a := range []string{"10.0.1.2/24", "10.0.1.3/24", "fd00:1::2/64", "fd00:1::3/64"} {
-		tp.client.IP("addr", "add", a, "dev", "eth0")
+	// IPv6 addresses with nodad: usable at once (a tentative address cannot
+	// be bound, and a veth made in one namespace and moved keeps the DAD
+	// setting of the one it was made in).
+	addr := func(ns *netnstest.NS, dev string, addrs ...string) {
+		for _, a := range addrs {
+			args := []string{"addr", "add", a, "dev", dev}
+			if strings.Contains(a, ":") {
+				args = append(args, "nodad")
+			}
+			ns.IP(args...)
+		}
 	}
-	for _, a := range []string{"10.0.1.1/24", "fd00:1::1/64"} {
-		tp.pod.IP("addr", "add", a, "dev", "eth0")
-	}
-	for _, a := range []string{"10.0.2.1/24", "fd00:2::1/64"} {
-		tp.pod.IP("addr", "add", a, "dev", "eth1")
-	}
-	for _, a := range []string{"10.0.2.2/24", "10.0.2.3/24", "fd00:2::2/64", "fd00:2::3/64"} {
-		tp.backend.IP("addr", "add", a, "dev", "eth0")
-	}
+	addr(tp.client, "eth0", "10.0.1.2/24", "10.0.1.3/24", "fd00:1::2/64", "fd00:1::3/64")
+	addr(tp.pod, "eth0", "10.0.1.1/24", "fd00:1::1/64")
+	addr(tp.pod, "eth1", "10.0.2.1/24", "fd00:2::1/64")
+	addr(tp.backend, "eth0", "10.0.2.2/24", "10.0.2.3/24", "fd00:2::2/64", "fd00:2::3/64")
 	tp.forwarding("1")
 	if routed {
 		tp.client.IP("route", "add", "10.0.2.0/24", "via", "10.0.1.1")
