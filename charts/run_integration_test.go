@@ -26,6 +26,7 @@ import (
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
+	"github.com/herald-lb/herald/internal/logbuf"
 	"github.com/herald-lb/herald/nllb"
 	"github.com/herald-lb/herald/speaker"
 	"github.com/herald-lb/herald/webhook"
@@ -80,7 +81,7 @@ func TestControllerRunsWithChartRBAC(t *testing.T) {
 	o.Namespace, o.SvclbNamespace, o.SvclbImage = ns, svclbNS, "herald:test"
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.Registerer = prometheus.NewRegistry()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	defer func() {
 		if t.Failed() {
@@ -209,24 +210,6 @@ func clientKey(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
 }
 
-// syncBuffer collects the controller's log lines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // recordingAnnouncer stands for the ARP/NDP responders (raw sockets need NET_RAW, which a test does not have): it
 // records the desired set the speaker hands it.
 type recordingAnnouncer struct {
@@ -322,7 +305,7 @@ func TestSpeakerRunsWithChartRBAC(t *testing.T) {
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.21"}}, {Addresses: []string{"192.0.2.22"}}},
 	}))
 	defer admin.c.Delete(context.Background(), &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes-spk"}})
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	done := make(chan error, 1)
 	go func() { done <- speaker.Run(ctx, as(ns, ns+"-speaker"), o) }()

@@ -25,6 +25,7 @@ import (
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
 	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/internal/logbuf"
 	"github.com/herald-lb/herald/webhook"
 )
 
@@ -95,7 +96,7 @@ func TestWebhookThroughServiceEndpoints(t *testing.T) {
 	o.Namespace, o.LeaderElection = ns, false
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.Registerer = prometheus.NewRegistry()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	listening := make(chan int, 1)
 	o.Webhook = controller.WebhookOptions{Addr: net.JoinHostPort(ip, "0"), ConfigName: ns + "-webhook", Secret: ns + "-webhook-cert",
