@@ -61,14 +61,21 @@ type client struct {
 func (c *client) Addresses() []netip.Addr { return append([]netip.Addr(nil), c.addrs...) }
 
 func (c *client) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var conn net.Conn
-	err := inNetns(c.lab.nsPath(c.ns), func() error {
-		var d net.Dialer
-		var err error
-		conn, err = d.DialContext(ctx, network, addr)
-		return err
-	})
-	return conn, err
+	return dialIn(c.lab.nsPath(c.ns))(ctx, network, addr)
+}
+
+// dialIn dials from the network namespace at path.
+func dialIn(path string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var conn net.Conn
+		err := inNetns(path, func() error {
+			var d net.Dialer
+			var err error
+			conn, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
+	}
 }
 
 func (c *client) DialTCP(ctx context.Context, to netip.AddrPort) (net.Conn, error) {
@@ -369,15 +376,5 @@ func (l *Lab) NodeDialer(node string) (func(ctx context.Context, network, addr s
 	if _, ok := l.node(node); !ok {
 		return nil, fmt.Errorf("no node %q", node)
 	}
-	path := l.nsPath(node)
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var conn net.Conn
-		err := inNetns(path, func() error {
-			var d net.Dialer
-			var err error
-			conn, err = d.DialContext(ctx, network, addr)
-			return err
-		})
-		return conn, err
-	}, nil
+	return dialIn(l.nsPath(node)), nil
 }

@@ -71,7 +71,8 @@ apiservers_more_up() {
 	for ((i = 2; i <= LAB_APISERVERS; i++)); do apiserver_start "$i"; done
 }
 
-# cmd_apiserver stop|kill|start I: `lab apiserver`: SIGTERM (stop), SIGKILL (kill) or start API server I.
+# cmd_apiserver stop|kill|start I: `lab apiserver`: SIGTERM (stop), SIGKILL (kill) or start API server I (if it is
+# not running).
 cmd_apiserver() {
 	local what=${1:-} i=${2:-} pid
 	load_lab_settings
@@ -84,7 +85,11 @@ cmd_apiserver() {
 		wait_for "kube-apiserver $i to exit" 10 bash -c "! kill -0 $pid 2>/dev/null"
 		;;
 	start)
-		if pid_alive "$(apiserver_daemon "$i")"; then die "kube-apiserver $i already runs"; fi
+		# Idempotent: a test's cleanup starts a server it may have started again already.
+		if pid_alive "$(apiserver_daemon "$i")"; then
+			log "kube-apiserver $i already runs"
+			return 0
+		fi
 		apiserver_start "$i"
 		;;
 	*) die "lab apiserver stop|kill|start I" ;;

@@ -2,10 +2,7 @@
 # The Kubernetes cluster: control plane on the host (etcd, apiserver, controller-manager, scheduler), and per
 # node namespace its own containerd, kubelet and kube-proxy.
 
-apiserver_ready() {
-	curl -sf --max-time 2 --cacert "$LAB_STATE/pki/ca.crt" --cert "$LAB_STATE/pki/admin.crt" \
-		--key "$LAB_STATE/pki/admin.key" "https://$HOST4:$APISERVER_PORT/readyz" >/dev/null
-}
+apiserver_ready() { apiserver_ready_at 1; }
 
 controlplane_up() {
 	local pki=$LAB_STATE/pki

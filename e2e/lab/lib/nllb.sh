@@ -64,15 +64,12 @@ nllb_start() {
 	nllb_proxy_kubeconfig_write "$i"
 }
 
-# nllb_proxy_kubeconfig_write I: kube-proxy's kubeconfig for node I with the server on the node's balancer and the
-# original server's address as the TLS server name (what `herald nllb` writes for the kubelet).
+# nllb_proxy_kubeconfig_write I: kube-proxy's kubeconfig for node I, patched by `herald nllb write-kubeconfig` the way
+# the balancer patches the kubelet's (server on the node's balancer, the original server's address as the TLS server
+# name).
 nllb_proxy_kubeconfig_write() {
-	local i=$1 f
-	f=$(nllb_proxy_kubeconfig "$i")
-	sed -e "s|server: https://$HOST4:$APISERVER_PORT|server: https://127.0.0.1:$NLLB_PORT\n    tls-server-name: $HOST4|" \
-		"$LAB_STATE/kube-proxy.kubeconfig" >"$f.tmp"
-	grep -q "tls-server-name: $HOST4" "$f.tmp" || die "patching $LAB_STATE/kube-proxy.kubeconfig for node $i failed"
-	mv "$f.tmp" "$f"
+	"$HERALD_HOST_BIN" nllb write-kubeconfig --kubeconfig "$LAB_STATE/kube-proxy.kubeconfig" \
+		--patched-kubeconfig "$(nllb_proxy_kubeconfig "$1")" --apiserver-port "$NLLB_PORT" --state-file= >/dev/null
 }
 
 # cmd_nllb_restart I: `lab nllb-restart I`: stop node I's NLLB (SIGTERM) and start it again.
