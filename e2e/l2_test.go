@@ -22,7 +22,6 @@ import (
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
 	"github.com/herald-lb/herald/e2e"
-	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/ipam"
 	"github.com/herald-lb/herald/speaker"
 )
@@ -98,11 +97,11 @@ func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
 	// HERALD_E2E_FAILOVER_RUNS rounds: 3 in make e2e, FAILOVER_RUNS (default 20) in make bench-failover.
 	runs := envInt(t, "HERALD_E2E_FAILOVER_RUNS", 3, 1, 1000)
 	ctx := testContext(t, 8*time.Minute+time.Duration(runs)*90*time.Second)
-	t.Setenv("LAB_SPEAKER", "1")
-	if err := lab.Run(ctx, os.Stdout, "herald-up"); err != nil {
+	removeHerald, err := cluster.InstallHerald(ctx, true)
+	if err != nil {
 		t.Fatalf("installing the controller and the speakers: %v", err)
 	}
-	t.Cleanup(func() { _ = lab.Run(context.Background(), os.Stdout, "herald-down") })
+	t.Cleanup(func() { _ = removeHerald(context.Background()) })
 	c, err := client.New(cluster.RESTConfig(), client.Options{Scheme: controller.Scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +234,14 @@ func failoverRound(t *testing.T, ctx context.Context, c client.Client, ns string
 		}
 		return cluster.Kube().CoreV1().Pods("herald-system").Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{})
 	}, nil, mustMove)
+	if cluster.Lacks(e2e.FeatureNodePause) != "" {
+		return // the round's fourth case only where a node can be frozen (kind)
+	}
+	failover(t, ctx, c, ns, v4, "pause of the whole node", func(node string) error {
+		// Every process of the node frozen (docker pause), its link up: memberlist declares it dead.
+		t.Cleanup(func() { _ = cluster.Faults().ResumeNode(context.Background(), node) })
+		return cluster.Faults().PauseNode(ctx, node)
+	}, func(node string) error { return cluster.Faults().ResumeNode(ctx, node) }, mustMove)
 }
 
 // Whether a failover must move the address to another node.

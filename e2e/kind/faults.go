@@ -1,0 +1,146 @@
+//go:build e2e
+
+package kind
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/herald-lb/herald/e2e"
+	"github.com/herald-lb/herald/e2e/lab"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var metav1GetOptions = metav1.GetOptions{}
+
+// faults breaks the kind setup's nodes through Docker.
+type faults struct{ k *Kind }
+
+func (f faults) node(name string) (e2e.Node, error) {
+	n, ok := f.k.node(name)
+	if !ok {
+		return e2e.Node{}, fmt.Errorf("no node %q", name)
+	}
+	return n, nil
+}
+
+// StopSpeaker kills the node's "speaker" container through the node's containerd (ctr inside the node).
+func (f faults) StopSpeaker(ctx context.Context, node string) error {
+	if _, err := f.node(node); err != nil {
+		return err
+	}
+	ctr := func(args ...string) ([]byte, error) {
+		return docker(ctx, append([]string{"exec", node, "ctr", "-n", "k8s.io"}, args...)...)
+	}
+	out, err := ctr("containers", "ls", "-q", "labels.\"io.kubernetes.container.name\"==speaker")
+	if err != nil {
+		return err
+	}
+	killed := 0
+	for _, id := range strings.Fields(string(out)) {
+		if _, err := ctr("tasks", "kill", "-s", "SIGKILL", id); err == nil {
+			killed++
+		}
+	}
+	if killed == 0 {
+		return fmt.Errorf("no running speaker container on %s", node)
+	}
+	return nil
+}
+
+// CutLink disconnects the node's container from the kind network (its eth0 goes away).
+func (f faults) CutLink(ctx context.Context, node string) error {
+	if _, err := f.node(node); err != nil {
+		return err
+	}
+	_, err := docker(ctx, "network", "disconnect", f.k.network, node)
+	return err
+}
+
+// RestoreLink connects the node again with its addresses (Docker derives the MAC from the IPv4 address, so it
+// is the same) and puts back the routes kind.sh set up on it (other nodes' pod CIDRs, the external network).
+func (f faults) RestoreLink(ctx context.Context, node string) error {
+	n, err := f.node(node)
+	if err != nil {
+		return err
+	}
+	out, err := docker(ctx, "inspect", "-f", "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}", node)
+	if err != nil {
+		return err
+	}
+	if strings.Contains(" "+string(out), " "+f.k.network+" ") {
+		return nil // connected
+	}
+	args := []string{"network", "connect", "--ip", n.IPv4.String()}
+	if n.IPv6.IsValid() {
+		args = append(args, "--ip6", n.IPv6.String())
+	}
+	if _, err := docker(ctx, append(args, f.k.network, node)...); err != nil {
+		return err
+	}
+	for _, m := range f.k.nodes {
+		if m.Name == node {
+			continue
+		}
+		if m.PodCIDR.IsValid() {
+			if _, err := docker(ctx, "exec", node, "ip", "route", "replace", m.PodCIDR.String(), "via", m.IPv4.String()); err != nil {
+				return err
+			}
+		}
+		if m.PodCIDRv6.IsValid() && m.IPv6.IsValid() {
+			if _, err := docker(ctx, "exec", node, "ip", "-6", "route", "replace", m.PodCIDRv6.String(), "via", m.IPv6.String()); err != nil {
+				return err
+			}
+		}
+	}
+	if r := f.k.env["NODE_ROUTES"]; r != "" {
+		for _, rt := range strings.Split(r, ";") {
+			if rt = strings.TrimSpace(rt); rt != "" {
+				if _, err := docker(ctx, append([]string{"exec", node, "ip", "route", "replace"}, strings.Fields(rt)...)...); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Partition drops the port between the node and the others with an nftables table in the node container's
+// network namespace.
+func (f faults) Partition(ctx context.Context, node string, port int) (func(context.Context) error, error) {
+	if _, err := f.node(node); err != nil {
+		return nil, err
+	}
+	pid, err := containerPID(node)
+	if err != nil {
+		return nil, err
+	}
+	var others []e2e.Node
+	for _, n := range f.k.nodes {
+		if n.Name != node {
+			others = append(others, n)
+		}
+	}
+	return lab.PartitionNetns(ctx, fmt.Sprintf("/proc/%d/ns/net", pid), "herald_kind_partition", others, port)
+}
+
+func (f faults) PauseNode(ctx context.Context, node string) error {
+	if _, err := f.node(node); err != nil {
+		return err
+	}
+	_, err := docker(ctx, "pause", node)
+	return err
+}
+
+func (f faults) ResumeNode(ctx context.Context, node string) error {
+	if _, err := f.node(node); err != nil {
+		return err
+	}
+	out, err := docker(ctx, "inspect", "-f", "{{.State.Paused}}", node)
+	if err != nil || strings.TrimSpace(string(out)) != "true" {
+		return err
+	}
+	_, err = docker(ctx, "unpause", node)
+	return err
+}
