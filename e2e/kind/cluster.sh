@@ -144,13 +144,15 @@ node_names() { docker ps -a --filter "label=io.x-k8s.kind.cluster=$KIND_CLUSTER"
 ctr_ip() { docker inspect -f "{{(index .NetworkSettings.Networks \"$2\").$3}}" "$1"; }
 ctr_pid() { docker inspect -f '{{.State.Pid}}' "$1"; }
 
+# make_networks: the kind network and the external one. Not --internal: Docker's rules for internal networks
+# drop forwarded packets to addresses outside the network (the BGP range the router forwards to); the external
+# client has no default route instead.
 make_networks() {
 	docker network inspect "$KIND_NET" >/dev/null 2>&1 ||
 		docker network create --driver bridge --ipv6 --subnet "$KIND_NET4" --ip-range "$KIND_NODES_RANGE4" \
 			--subnet "$KIND_NET6" -o com.docker.network.bridge.enable_ip_masquerade=true "$KIND_NET" >/dev/null
 	docker network inspect "$KIND_EXT_NET" >/dev/null 2>&1 ||
-		docker network create --driver bridge --ipv6 --subnet "$EXT_NET4" --subnet "$EXT_NET6" --internal \
-			"$KIND_EXT_NET" >/dev/null
+		docker network create --driver bridge --ipv6 --subnet "$EXT_NET4" --subnet "$EXT_NET6" "$KIND_EXT_NET" >/dev/null
 }
 
 create_cluster() {
@@ -204,8 +206,10 @@ EOT
 		[ -n "$mine" ] || die "node $n has no address on $KIND_NET"
 	done
 	kubectl_kind wait --for=condition=Ready node --all --timeout=120s >/dev/null
-	# Every node takes pods, the control plane too (the suites' DaemonSets want all nodes, as in the lab).
+	# Every node takes pods and load-balancer traffic, the control plane too, as in the lab (the suites' DaemonSets
+	# and announcements want every node; kubeadm taints the control plane and labels it excluded).
 	kubectl_kind taint nodes --all node-role.kubernetes.io/control-plane:NoSchedule- >/dev/null 2>&1 || true
+	kubectl_kind label nodes --all node.kubernetes.io/exclude-from-external-load-balancers- >/dev/null 2>&1 || true
 }
 
 # load_images: the echo backend and Herald's image into every node's containerd (imported the same way on the
@@ -274,8 +278,12 @@ herald_install() {
 		-f "$KIND_STATE/herald-values.yaml" --wait --timeout 180s >/dev/null
 }
 
+# write_env: the setup's facts for e2e/kind (kind.sh env). On an IPv4-only cluster no IPv6 address or range is
+# listed (the containers have IPv6 on the Docker network, but the cluster does not use it), so the suites run
+# their IPv4 parts only.
 write_env() {
-	local n i=0 f=$KIND_STATE/kind.env.tmp
+	local n i=0 f=$KIND_STATE/kind.env.tmp v6=""
+	[ "$KIND_FAMILY" = dual ] && v6=1
 	{
 		echo "KIND_CLUSTER=$KIND_CLUSTER"
 		echo "KIND_FAMILY=$KIND_FAMILY"
@@ -286,22 +294,24 @@ write_env() {
 		echo "HERALD_VALUES=$KIND_STATE/herald-values.yaml"
 		for n in $(node_names); do
 			i=$((i + 1))
-			# name ipv4 ipv6 mac
-			echo "NODE_$i=$n $(ctr_ip "$n" "$KIND_NET" IPAddress) $(ctr_ip "$n" "$KIND_NET" GlobalIPv6Address) $(ctr_ip "$n" "$KIND_NET" MacAddress)"
+			# name ipv4 [ipv6] mac
+			echo "NODE_$i=$n $(ctr_ip "$n" "$KIND_NET" IPAddress)${v6:+ $(ctr_ip "$n" "$KIND_NET" GlobalIPv6Address)} $(ctr_ip "$n" "$KIND_NET" MacAddress)"
 		done
 		echo "NODES=$i"
-		echo "ROUTER=$KIND_ROUTER $ROUTER4 $ROUTER6"
+		echo "ROUTER=$KIND_ROUTER $ROUTER4${v6:+ $ROUTER6}"
 		echo "NODE_ASN=$KIND_NODE_ASN"
 		echo "ROUTER_ASN=$KIND_ROUTER_ASN"
-		echo "CLIENT=$KIND_CLIENT $CLIENT4 $CLIENT6"
-		echo "EXT=$KIND_EXT $EXT4 $EXT6"
+		echo "CLIENT=$KIND_CLIENT $CLIENT4${v6:+ $CLIENT6}"
+		echo "EXT=$KIND_EXT $EXT4${v6:+ $EXT6}"
 		echo "NETWORK=$KIND_NET"
 		# Routes every node has besides the pod CIDRs (RestoreLink puts them back): to the external network.
 		echo "NODE_ROUTES=$EXT_NET4 via $ROUTER4;$EXT_NET6 via $ROUTER6"
 		echo "LB_L2_RANGE=$KIND_LB_L2"
-		echo "LB_L2_RANGE6=$KIND_LB_L2_6"
 		echo "LB_BGP_RANGE=$KIND_LB_BGP"
-		echo "LB_BGP_RANGE6=$KIND_LB_BGP6"
+		if [ -n "$v6" ]; then
+			echo "LB_L2_RANGE6=$KIND_LB_L2_6"
+			echo "LB_BGP_RANGE6=$KIND_LB_BGP6"
+		fi
 		echo "ECHO_IMAGE=$KIND_ECHO_IMAGE"
 		echo "HERALD_IMAGE=$KIND_HERALD_IMAGE"
 	} >"$f"

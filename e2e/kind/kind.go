@@ -132,7 +132,7 @@ func parseEnv(raw []byte) (map[string]string, error) {
 }
 
 // parseNode reads a NODE_i line: "name ipv4 [ipv6] mac" (the node's container on the kind network; the IPv6
-// address is there when the network has IPv6).
+// address only on a dual-stack cluster).
 func parseNode(line string) (e2e.Node, error) {
 	f := strings.Fields(line)
 	if len(f) != 3 && len(f) != 4 {
@@ -177,6 +177,9 @@ func parseRanges(env map[string]string) (e2e.Ranges, error) {
 		dst *netip.Prefix
 		key string
 	}{{&r.L2, "LB_L2_RANGE"}, {&r.L2v6, "LB_L2_RANGE6"}, {&r.BGP, "LB_BGP_RANGE"}, {&r.BGPv6, "LB_BGP_RANGE6"}} {
+		if env[x.key] == "" && strings.HasSuffix(x.key, "6") {
+			continue // an IPv4-only cluster: no IPv6 ranges
+		}
 		p, err := netip.ParsePrefix(env[x.key])
 		if err != nil {
 			return r, fmt.Errorf("kind env: %s: %w", x.key, err)
