@@ -79,6 +79,9 @@ func (f faults) RestoreLink(ctx context.Context, node string) error {
 	if _, err := docker(ctx, append(args, f.k.network, node)...); err != nil {
 		return err
 	}
+	if err := f.renameLink(ctx, n); err != nil {
+		return err
+	}
 	for _, m := range f.k.nodes {
 		if m.Name == node {
 			continue
@@ -104,6 +107,37 @@ func (f faults) RestoreLink(ctx context.Context, node string) error {
 		}
 	}
 	return nil
+}
+
+// renameLink gives the node's interface on the kind network its name back: Docker names a reconnected
+// interface with the next free index (eth1, ...), but the node's LAN interface is eth0 (e2e.Node.Interface).
+// Renaming takes the link down, which drops its IPv6 address and routes: they are added again.
+func (f faults) renameLink(ctx context.Context, n e2e.Node) error {
+	out, err := docker(ctx, "exec", n.Name, "ip", "-o", "-4", "addr", "show", "to", n.IPv4.String())
+	if err != nil {
+		return err
+	}
+	fields := strings.Fields(string(out))
+	if len(fields) < 4 {
+		return fmt.Errorf("%s: no interface with %s after reconnecting: %q", n.Name, n.IPv4, out)
+	}
+	dev, prefix := fields[1], fields[3]
+	if dev == n.Interface {
+		return nil
+	}
+	gw, _ := docker(ctx, "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}} {{end}}", f.k.network)
+	script := fmt.Sprintf("ip link set %[1]s down && ip link set %[1]s name %[2]s && ip link set %[2]s up && ip addr replace %[3]s dev %[2]s",
+		dev, n.Interface, prefix)
+	if n.IPv6.IsValid() {
+		script += fmt.Sprintf(" && ip -6 addr replace %s/64 dev %s nodad", n.IPv6, n.Interface)
+	}
+	for _, g := range strings.Fields(string(gw)) {
+		if strings.Contains(g, ".") {
+			script += fmt.Sprintf(" && ip route replace default via %s dev %s", g, n.Interface)
+		}
+	}
+	_, err = docker(ctx, "exec", n.Name, "sh", "-c", script)
+	return err
 }
 
 // Partition drops the port between the node and the others with an nftables table in the node container's

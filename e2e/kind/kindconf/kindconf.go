@@ -97,8 +97,9 @@ func joinPrefixes(ps []netip.Prefix) string {
 
 // ClusterConfig is the kind cluster configuration (kind.x-k8s.io/v1alpha4): one control-plane node and
 // s.Workers workers, no default CNI (kind.sh sets up pod networking itself, the same way on the published and
-// the offline node image), and kubeadm patches for these hosts: cgroup v1 allowed, no eviction or image
-// garbage collection driven by the host's disk, kube-proxy leaving the host's conntrack sysctls alone.
+// the offline node image), and kubeadm patches: cgroup v1 allowed (these hosts), no eviction or image garbage
+// collection driven by the host's disk, the forwarding sysctls Herald's svclb pods set allowed, kube-proxy
+// leaving the host's conntrack sysctls alone.
 func ClusterConfig(s Setup) (string, error) {
 	if err := s.Validate(); err != nil {
 		return "", err
@@ -132,6 +133,8 @@ func ClusterConfig(s Setup) (string, error) {
 	w("  imageGCHighThresholdPercent: 100")
 	w("  imageGCLowThresholdPercent: 99")
 	w("  evictionHard: {}")
+	w("  # ServiceLB's svclb pods set the forwarding sysctls in their network namespace.")
+	w("  allowedUnsafeSysctls: [net.ipv4.ip_forward, net.ipv6.conf.all.forwarding]")
 	w("- |")
 	w("  kind: KubeProxyConfiguration")
 	w("  conntrack:")

@@ -62,6 +62,7 @@ func TestClusterConfig(t *testing.T) {
 		{name: "ipv4 published image", edit: func(s *Setup) {},
 			want: []string{"name: herald-kind", "ipFamily: ipv4", "disableDefaultCNI: true", `podSubnet: "10.246.0.0/16"`,
 				`serviceSubnet: "10.97.0.0/16"`, "- role: control-plane", "- role: worker", "failCgroupV1: false",
+				"allowedUnsafeSysctls: [net.ipv4.ip_forward, net.ipv6.conf.all.forwarding]",
 				"maxPerCore: 0"},
 			notWant: []string{"kind: ClusterConfiguration", "skipPhases: [preflight, addon/coredns]"}},
 		{name: "dual-stack offline image", edit: func(s *Setup) {
