@@ -35,7 +35,8 @@ KIND_HERALD_IMAGE=$HERALD_IMAGE
 KIND_MEMBERLIST_PROFILE=${LAB_MEMBERLIST_PROFILE:-fast}
 
 # ---- Timings: every step of image/up/e2e/down is recorded and summed up at the end ----
-TIMINGS=$KIND_STATE/timings
+# One file per kind.sh run (two runs at once, e.g. `image` beside `e2e`, keep their own).
+TIMINGS=$KIND_STATE/timings.$$
 # step NAME CMD...: a phase whose duration goes into the summary.
 step() {
 	local name=$1 s
@@ -49,6 +50,7 @@ timings_print() {
 	[ -s "$TIMINGS" ] || return 0
 	log "timings (seconds):"
 	awk -F'\t' '{printf "  %7.1f  %s\n", $1, $2; t += $1} END {printf "  %7.1f  total\n", t}' "$TIMINGS" >&2
+	rm -f "$TIMINGS"
 }
 
 kindgen() { (cd "$REPO_DIR" && go run ./e2e/kind/cmd/kindgen "$@"); }
@@ -304,8 +306,9 @@ write_env() {
 		echo "CLIENT=$KIND_CLIENT $CLIENT4${v6:+ $CLIENT6}"
 		echo "EXT=$KIND_EXT $EXT4${v6:+ $EXT6}"
 		echo "NETWORK=$KIND_NET"
+		echo "GATEWAY=$(ctr_ip "$KIND_CLIENT" "$KIND_NET" Gateway)"
 		# Routes every node has besides the pod CIDRs (RestoreLink puts them back): to the external network.
-		echo "NODE_ROUTES=$EXT_NET4 via $ROUTER4;$EXT_NET6 via $ROUTER6"
+		echo "NODE_ROUTES=$EXT_NET4 via $ROUTER4${v6:+;$EXT_NET6 via $ROUTER6}"
 		echo "LB_L2_RANGE=$KIND_LB_L2"
 		echo "LB_BGP_RANGE=$KIND_LB_BGP"
 		if [ -n "$v6" ]; then

@@ -82,6 +82,9 @@ func (f faults) RestoreLink(ctx context.Context, node string) error {
 	if err := f.renameLink(ctx, n); err != nil {
 		return err
 	}
+	if err := f.defaultRoute(ctx, n); err != nil {
+		return err
+	}
 	for _, m := range f.k.nodes {
 		if m.Name == node {
 			continue
@@ -99,7 +102,7 @@ func (f faults) RestoreLink(ctx context.Context, node string) error {
 	}
 	if r := f.k.env["NODE_ROUTES"]; r != "" {
 		for _, rt := range strings.Split(r, ";") {
-			if rt = strings.TrimSpace(rt); rt != "" {
+			if rt = strings.TrimSpace(rt); rt != "" && (n.IPv6.IsValid() || !strings.Contains(rt, ":")) {
 				if _, err := docker(ctx, append([]string{"exec", node, "ip", "route", "replace"}, strings.Fields(rt)...)...); err != nil {
 					return err
 				}
@@ -125,18 +128,24 @@ func (f faults) renameLink(ctx context.Context, n e2e.Node) error {
 	if dev == n.Interface {
 		return nil
 	}
-	gw, _ := docker(ctx, "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}} {{end}}", f.k.network)
 	script := fmt.Sprintf("ip link set %[1]s down && ip link set %[1]s name %[2]s && ip link set %[2]s up && ip addr replace %[3]s dev %[2]s",
 		dev, n.Interface, prefix)
 	if n.IPv6.IsValid() {
 		script += fmt.Sprintf(" && ip -6 addr replace %s/64 dev %s nodad", n.IPv6, n.Interface)
 	}
-	for _, g := range strings.Fields(string(gw)) {
-		if strings.Contains(g, ".") {
-			script += fmt.Sprintf(" && ip route replace default via %s dev %s", g, n.Interface)
-		}
-	}
 	_, err = docker(ctx, "exec", n.Name, "sh", "-c", script)
+	return err
+}
+
+// defaultRoute puts back the node's default route through the kind network's gateway (Docker's, as at
+// creation): the node's own traffic to Service addresses (the speaker's to the API server) needs a route before
+// kube-proxy's DNAT applies.
+func (f faults) defaultRoute(ctx context.Context, n e2e.Node) error {
+	gw := f.k.env["GATEWAY"]
+	if gw == "" {
+		return nil
+	}
+	_, err := docker(ctx, "exec", n.Name, "ip", "route", "replace", "default", "via", gw, "dev", n.Interface)
 	return err
 }
 
