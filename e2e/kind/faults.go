@@ -49,12 +49,24 @@ func (f faults) StopSpeaker(ctx context.Context, node string) error {
 	return nil
 }
 
-// CutLink disconnects the node's container from the kind network (its eth0 goes away).
+// CutLink disconnects the node's container from the kind network (its eth0 goes away). Docker removes the
+// interface by the name it gave it; one that RestoreLink renamed back to eth0 it leaves behind, with its
+// address: that one is deleted here, so the link is really gone and the next connect can use the address.
 func (f faults) CutLink(ctx context.Context, node string) error {
-	if _, err := f.node(node); err != nil {
+	n, err := f.node(node)
+	if err != nil {
 		return err
 	}
-	_, err := docker(ctx, "network", "disconnect", f.k.network, node)
+	if _, err := docker(ctx, "network", "disconnect", f.k.network, node); err != nil {
+		return err
+	}
+	out, err := docker(ctx, "exec", node, "ip", "-o", "-4", "addr", "show", "to", n.IPv4.String())
+	if err != nil {
+		return err
+	}
+	if fields := strings.Fields(string(out)); len(fields) > 1 {
+		_, err = docker(ctx, "exec", node, "ip", "link", "del", fields[1])
+	}
 	return err
 }
 
