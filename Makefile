@@ -21,12 +21,13 @@ STATICCHECK := $(HERALD_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticch
 
 # shellcheck comes from Debian (install.sh lint installs it when missing).
 SHELLCHECK ?= shellcheck
-SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh)
+SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh) \
+  e2e/kind/kind.sh e2e/kind/lib.sh e2e/kind/cluster.sh e2e/kind/router/run.sh e2e/kind/node/entrypoint e2e/kind/node/setup.sh
 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e e2e-nllb demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e e2e-nllb kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -178,6 +179,24 @@ e2e-nllb:
 	./e2e/lab/install.sh apt k8s etcd helm
 	./e2e/lab/lab down >/dev/null
 	LAB_APISERVERS=3 LAB_NLLB=1 $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestNLLB$$' -v ./e2e/
+
+## kind-image: everything a kind cluster needs, built offline and cached by version under $(HERALD_CACHE): Docker
+## (Debian docker.io, dockerd started in the background when none runs), the kind CLI, kubeadm and the other
+## Kubernetes binaries, a Debian base (debootstrap), the node image, the GoBGP router image; per-phase timings.
+## A second run only checks the cache. KIND_NODE_IMAGE=published skips the node image (kind pulls its own).
+kind-image:
+	./e2e/kind/kind.sh image
+
+## e2e-kind: a kind cluster (1 control plane + 2 workers; KIND_FAMILY=ipv4, the default, or dual) with Herald
+## installed by helm install of charts/herald, a GoBGP router and client containers; the e2e suites against it
+## (HERALD_E2E_CLUSTER=kind); everything removed again, also on failure (KIND_KEEP=1 keeps it). Per-phase timings.
+e2e-kind:
+	./e2e/kind/kind.sh e2e
+
+kind-up:
+	./e2e/kind/kind.sh up
+kind-down:
+	./e2e/kind/kind.sh down
 
 lab-install:
 	./e2e/lab/install.sh

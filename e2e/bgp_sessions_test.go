@@ -25,6 +25,7 @@ import (
 // keeps that one session down, says so on the Node, and leaves the other session alone; the right one brings it
 // back.
 func TestBGPSessionOptions(t *testing.T) {
+	e2e.Require(t, cluster, e2e.FeatureFRR)
 	ctx := testContext(t, 6*time.Minute)
 	f := installSpeakers(t, ctx)
 	noBGPPeers(t, ctx, f)

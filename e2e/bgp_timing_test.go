@@ -187,6 +187,7 @@ func TestBGPTiming(t *testing.T) {
 // defaults), the hold time HERALD_E2E_BGP_HOLD (default 9s here, so that a cut found by the hold timer cannot pass
 // for one found by BFD).
 func TestBGPTimingBFD(t *testing.T) {
+	e2e.Require(t, cluster, e2e.FeatureBFD)
 	spec := os.Getenv("HERALD_E2E_BGP_BFD")
 	if spec == "" {
 		spec = "300x3"

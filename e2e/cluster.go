@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -39,6 +40,34 @@ type Cluster interface {
 	Ranges() Ranges
 	// Images names the images the cluster already holds.
 	Images() Images
+	// InstallHerald installs Herald the cluster's way — the controller, and the speakers when speakers is set
+	// (the lab's minimal manifests; kind's `helm install` of charts/herald, which always brings the speakers) —
+	// waits until it runs and returns a function that removes it again. The CRDs and the herald.dev objects
+	// stay.
+	InstallHerald(ctx context.Context, speakers bool) (remove func(context.Context) error, err error)
+	// Lacks says why the cluster cannot offer f, or "" when it can. Suites skip what needs a missing feature
+	// through Require, with that reason.
+	Lacks(f Feature) string
+}
+
+// Feature is something a suite may need that not every Cluster has.
+type Feature string
+
+const (
+	// FeatureFRR: an FRR router among Routers() (TCP MD5 passwords and per-session timers on its neighbours).
+	FeatureFRR Feature = "an FRR router"
+	// FeatureBFD: a router that runs BFD with the nodes (Router.EnableBFD works).
+	FeatureBFD Feature = "a router with BFD"
+	// FeatureNodePause: Faults.PauseNode and ResumeNode work.
+	FeatureNodePause Feature = "pausing a whole node"
+)
+
+// Require skips t, naming the reason, when c lacks f.
+func Require(t testing.TB, c Cluster, f Feature) {
+	t.Helper()
+	if why := c.Lacks(f); why != "" {
+		t.Skipf("needs %s, which the %s cluster lacks: %s", f, c.Name(), why)
+	}
 }
 
 // Node is a Kubernetes node and its LAN attachment.
@@ -223,4 +252,9 @@ type Faults interface {
 	// leaving all other traffic alone (the API server, the data path): with the speakers' memberlist port it
 	// splits their gossip while everything else works. heal removes the partition.
 	Partition(ctx context.Context, node string, port int) (heal func(context.Context) error, err error)
+	// PauseNode freezes every process of the node (kind: `docker pause` of its container) while its link stays
+	// up: it stops answering without going away. ResumeNode thaws it. Clusters without it return an error that
+	// wraps errors.ErrUnsupported (Lacks(FeatureNodePause) says why).
+	PauseNode(ctx context.Context, node string) error
+	ResumeNode(ctx context.Context, node string) error
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
-	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/ipam"
 )
 
@@ -51,10 +49,11 @@ func TestControllerInCluster(t *testing.T) {
 		t.Fatal("no Herald image in the cluster (the lab could not build ./cmd/herald)")
 	}
 	ctx := testContext(t, 5*time.Minute)
-	if err := lab.Run(ctx, os.Stdout, "herald-up"); err != nil {
+	removeHerald, err := cluster.InstallHerald(ctx, false)
+	if err != nil {
 		t.Fatalf("installing the controller: %v", err)
 	}
-	t.Cleanup(func() { _ = lab.Run(context.Background(), os.Stdout, "herald-down") })
+	t.Cleanup(func() { _ = removeHerald(context.Background()) })
 	c, err := client.New(cluster.RESTConfig(), client.Options{Scheme: controller.Scheme()})
 	if err != nil {
 		t.Fatal(err)

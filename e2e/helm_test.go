@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -20,11 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/ipam"
 )
 
-// TestHelmLifecycle installs Herald with helm (the lab's `herald-up`), serves an L2 Service and a ServiceLB Service,
+// TestHelmLifecycle installs Herald with helm (the cluster's InstallHerald: helm upgrade --install of charts/herald), serves an L2 Service and a ServiceLB Service,
 // then:
 //   - helm upgrade with changed values rolls every pod, and no Service's status is rewritten (its resourceVersion
 //     stays: the new controller restores the assignments instead of writing them again) and no address moves;
@@ -76,7 +74,9 @@ func TestHelmLifecycle(t *testing.T) {
 		t.Fatalf("want 3 LoadBalancer Services, have %v", before)
 	}
 
+	var uninstall func(context.Context) error // helm uninstall, once the upgrade ran
 	t.Run("UpgradeMovesNothing", func(t *testing.T) {
+		var err error
 		var pods corev1.PodList
 		if err := f.c.List(ctx, &pods, client.InNamespace("herald-system"), client.MatchingLabels{"app.kubernetes.io/instance": "herald"}); err != nil {
 			t.Fatal(err)
@@ -87,7 +87,7 @@ func TestHelmLifecycle(t *testing.T) {
 		}
 		// New values roll the controller and the speakers (helm waits for both rollouts).
 		t.Setenv("HERALD_HELM_ARGS", "--set logLevel=debug --set controller.workers=8")
-		if err := lab.Run(ctx, os.Stdout, "herald-up"); err != nil {
+		if uninstall, err = cluster.InstallHerald(ctx, true); err != nil {
 			t.Fatalf("helm upgrade: %v", err)
 		}
 		var leader corev1.Pod
@@ -122,7 +122,10 @@ func TestHelmLifecycle(t *testing.T) {
 	})
 
 	t.Run("UninstallLeavesNothing", func(t *testing.T) {
-		if err := lab.Run(ctx, os.Stdout, "herald-down"); err != nil {
+		if uninstall == nil {
+			t.Skip("UpgradeMovesNothing did not get to the upgrade")
+		}
+		if err := uninstall(ctx); err != nil {
 			t.Fatalf("helm uninstall: %v", err)
 		}
 		left := heraldLeftovers(ctx, t, f.c)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +28,6 @@ import (
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
 	"github.com/herald-lb/herald/e2e"
-	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/ipam"
 	"github.com/herald-lb/herald/speaker"
 	"github.com/herald-lb/herald/speaker/members"
@@ -149,11 +147,11 @@ func installSpeakers(t *testing.T, ctx context.Context) *heraldFixture {
 	if cluster.Images().Herald == "" {
 		t.Fatal("no Herald image in the cluster (the lab could not build ./cmd/herald)")
 	}
-	t.Setenv("LAB_SPEAKER", "1")
-	if err := lab.Run(ctx, os.Stdout, "herald-up"); err != nil {
+	removeHerald, err := cluster.InstallHerald(ctx, true)
+	if err != nil {
 		t.Fatalf("installing the controller and the speakers: %v", err)
 	}
-	t.Cleanup(func() { _ = lab.Run(context.Background(), os.Stdout, "herald-down") })
+	t.Cleanup(func() { _ = removeHerald(context.Background()) })
 	c, err := client.New(cluster.RESTConfig(), client.Options{Scheme: controller.Scheme()})
 	if err != nil {
 		t.Fatal(err)

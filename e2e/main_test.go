@@ -18,13 +18,18 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/herald-lb/herald/e2e"
+	"github.com/herald-lb/herald/e2e/kind"
 	"github.com/herald-lb/herald/e2e/lab"
 )
 
 // cluster is the cluster the suites run against, opened by TestMain.
 var cluster e2e.Cluster
 
-// TestMain brings the lab up (it reuses a running lab), runs the suites and tears the lab down again, also when
+// TestMain runs the suites against the lab, or with HERALD_E2E_CLUSTER=kind against the kind setup that
+// e2e/kind/kind.sh brought up (make e2e-kind brings it up, runs the suites and takes it down; its facts are read
+// from HERALD_KIND_ENV, default `kind.sh env`).
+//
+// For the lab, it brings the lab up (it reuses a running lab), runs the suites and tears the lab down again, also when
 // tests fail or the run is interrupted, then checks that the lab left nothing behind. LAB_KEEP=1 keeps the lab
 // running afterwards (for debugging; `e2e/lab/lab down` removes it). A test that panics kills the test binary
 // before it can tear down: the next `lab up` or `lab down` removes what was left.
@@ -40,6 +45,21 @@ func run(m *testing.M) int {
 	// below.
 	if os.Geteuid() != 0 {
 		fmt.Println("--- FAIL: e2e: the lab needs root (network namespaces, mounts); run the e2e suites as root")
+		return 1
+	}
+	switch c := os.Getenv("HERALD_E2E_CLUSTER"); c {
+	case "", "lab":
+	case "kind":
+		k, err := kind.Open(os.Getenv("HERALD_KIND_ENV"))
+		if err != nil {
+			fmt.Printf("--- FAIL: kind: %v\n(make e2e-kind brings the kind setup up and runs the suites)\n", err)
+			return 1
+		}
+		fmt.Printf("e2e: kind cluster %s: %d nodes, router %s\n", k.Env()["KIND_CLUSTER"], len(k.Nodes()), k.Routers()[0].Name())
+		cluster = k
+		return m.Run()
+	default:
+		fmt.Printf("--- FAIL: HERALD_E2E_CLUSTER=%s: want lab or kind\n", c)
 		return 1
 	}
 	keep := os.Getenv("LAB_KEEP") == "1"

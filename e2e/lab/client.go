@@ -51,17 +51,25 @@ func inNetns(path string, fn func() error) error {
 	return ferr
 }
 
-// client is the lab's client namespace on the lan.
+// client is a host on the lan seen through its network namespace: the lab's client namespaces, or (NetnsClient)
+// a container's.
 type client struct {
-	ns    string
+	path  string // the network namespace
 	addrs []netip.Addr
-	lab   *Lab
+	node  func(name string) (e2e.Node, bool) // for RouteVia
+}
+
+// NetnsClient is an e2e.ClientHost for the network namespace at path (a container's /proc/PID/ns/net, say):
+// connections start there, and its neighbour and route tables are read and changed there (nsenter, ip). node
+// finds a cluster node by name for RouteVia.
+func NetnsClient(path string, addrs []netip.Addr, node func(name string) (e2e.Node, bool)) e2e.ClientHost {
+	return &client{path: path, addrs: append([]netip.Addr(nil), addrs...), node: node}
 }
 
 func (c *client) Addresses() []netip.Addr { return append([]netip.Addr(nil), c.addrs...) }
 
 func (c *client) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	return dialIn(c.lab.nsPath(c.ns))(ctx, network, addr)
+	return dialIn(c.path)(ctx, network, addr)
 }
 
 // dialIn dials from the network namespace at path.
@@ -103,7 +111,7 @@ func (c *client) Neighbor(ctx context.Context, addr netip.Addr) (net.HardwareAdd
 		_ = conn.Close()
 	}
 	for {
-		out, err := run(ctx, c.ns, "ip", "-j", "neigh", "show", "to", addr.String())
+		out, err := runIn(ctx, c.path, "ip", "-j", "neigh", "show", "to", addr.String())
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +136,7 @@ func (c *client) Neighbor(ctx context.Context, addr netip.Addr) (net.HardwareAdd
 }
 
 func (c *client) RouteVia(ctx context.Context, prefix netip.Prefix, node string) (func() error, error) {
-	n, ok := c.lab.node(node)
+	n, ok := c.node(node)
 	if !ok {
 		return nil, fmt.Errorf("no node %q", node)
 	}
@@ -136,11 +144,11 @@ func (c *client) RouteVia(ctx context.Context, prefix netip.Prefix, node string)
 	if prefix.Addr().Is6() {
 		via = n.IPv6
 	}
-	if _, err := run(ctx, c.ns, "ip", "route", "replace", prefix.String(), "via", via.String()); err != nil {
+	if _, err := runIn(ctx, c.path, "ip", "route", "replace", prefix.String(), "via", via.String()); err != nil {
 		return nil, err
 	}
 	return func() error {
-		_, err := run(context.Background(), c.ns, "ip", "route", "del", prefix.String(), "via", via.String())
+		_, err := runIn(context.Background(), c.path, "ip", "route", "del", prefix.String(), "via", via.String())
 		return err
 	}, nil
 }
@@ -260,22 +268,30 @@ func (f faults) link(ctx context.Context, node, state string) error {
 	return err
 }
 
+func (f faults) PauseNode(context.Context, string) error {
+	return fmt.Errorf("lab: pausing a node: %w", errors.ErrUnsupported)
+}
+
+func (f faults) ResumeNode(context.Context, string) error {
+	return fmt.Errorf("lab: resuming a node: %w", errors.ErrUnsupported)
+}
+
 func (f faults) CutLink(ctx context.Context, node string) error     { return f.link(ctx, node, "down") }
 func (f faults) RestoreLink(ctx context.Context, node string) error { return f.link(ctx, node, "up") }
 
 func (c *client) ForgetNeighbor(ctx context.Context, addr netip.Addr) error {
-	_, err := run(ctx, c.ns, "ip", "neigh", "flush", "to", addr.String())
+	_, err := runIn(ctx, c.path, "ip", "neigh", "flush", "to", addr.String())
 	return err
 }
 
 func (c *client) WatchNeighbor(ctx context.Context, addr netip.Addr) (<-chan e2e.NeighborChange, error) {
-	cmd := exec.CommandContext(ctx, "nsenter", "--net="+c.lab.nsPath(c.ns), "--", "ip", "monitor", "neigh")
+	cmd := exec.CommandContext(ctx, "nsenter", "--net="+c.path, "--", "ip", "monitor", "neigh")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("ip monitor neigh in %s: %w", c.ns, err)
+		return nil, fmt.Errorf("ip monitor neigh in %s: %w", c.path, err)
 	}
 	ch := make(chan e2e.NeighborChange, 64)
 	go func() {
@@ -328,18 +344,27 @@ func (f faults) Partition(ctx context.Context, node string, port int) (func(cont
 	if _, ok := f.l.node(node); !ok {
 		return nil, fmt.Errorf("no node %q", node)
 	}
-	var v4, v6 []string
+	var others []e2e.Node
 	for _, n := range f.l.nodes {
-		if n.Name == node {
-			continue
+		if n.Name != node {
+			others = append(others, n)
 		}
+	}
+	return PartitionNetns(ctx, f.l.nsPath(node), "hl_partition", others, port)
+}
+
+// PartitionNetns drops every TCP and UDP packet to or from port between the network namespace at path (a node's)
+// and the given other nodes, both ways, with an nftables table of that name there; heal deletes the table.
+func PartitionNetns(ctx context.Context, path, table string, others []e2e.Node, port int) (func(context.Context) error, error) {
+	var v4, v6 []string
+	for _, n := range others {
 		v4 = append(v4, n.IPv4.String())
 		if n.IPv6.IsValid() {
 			v6 = append(v6, n.IPv6.String())
 		}
 	}
-	// A table of the lab's own in the node's namespace; deleting it heals.
-	rules := []string{"table inet hl_partition {"}
+	// A table of our own in the node's namespace; deleting it heals.
+	rules := []string{"table inet " + table + " {"}
 	for _, hook := range []string{"input", "output"} {
 		dir := "saddr"
 		if hook == "output" {
@@ -359,13 +384,13 @@ func (f faults) Partition(ctx context.Context, node string, port int) (func(cont
 	}
 	rules = append(rules, "}")
 	script := strings.Join(rules, "\n") + "\n"
-	cmd := exec.CommandContext(ctx, "nsenter", "--net="+f.l.nsPath(node), "--", "nft", "-f", "-")
+	cmd := exec.CommandContext(ctx, "nsenter", "--net="+path, "--", "nft", "-f", "-")
 	cmd.Stdin = strings.NewReader(script)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("partition %s: nft: %w: %s", node, err, out)
+		return nil, fmt.Errorf("partition %s: nft: %w: %s", path, err, out)
 	}
 	return func(ctx context.Context) error {
-		_, err := run(ctx, node, "nft", "delete", "table", "inet", "hl_partition")
+		_, err := runIn(ctx, path, "nft", "delete", "table", "inet", table)
 		return err
 	}, nil
 }

@@ -4,8 +4,9 @@
 #   k8s   kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubelet, kubectl
 #   etcd  etcd server
 #   helm  helm
+#   kubeadm  kubeadm, from the same wrapper module as k8s (the kind node image needs it; make kind-image)
 #   lint  Debian packages `make lint` needs (shellcheck); not part of the default set
-# Usage: install.sh [apt] [k8s] [etcd] [helm] [lint]     (no argument: apt k8s etcd helm)
+# Usage: install.sh [apt] [k8s] [etcd] [helm] [kubeadm] [lint]     (no argument: apt k8s etcd helm)
 # Binaries are cached outside the checkout in versioned directories under $HERALD_CACHE
 # (default ${XDG_CACHE_HOME:-$HOME/.cache}/herald); a step whose output exists does nothing.
 set -euo pipefail
@@ -59,7 +60,7 @@ gen_k8s_module() {
 		echo ")"
 		echo
 		echo "tool ("
-		for b in "${K8S_BINARIES[@]}"; do printf '\tk8s.io/kubernetes/cmd/%s\n' "$b"; done
+		for b in "${K8S_BINARIES[@]}" "${K8S_EXTRA_BINARIES[@]}"; do printf '\tk8s.io/kubernetes/cmd/%s\n' "$b"; done
 		echo ")"
 	} >"$dir/go.mod"
 	(cd "$dir" && go mod tidy)
@@ -76,23 +77,29 @@ version_ldflags() {
 	done
 }
 
-build_k8s() {
-	if have_all "$K8S_BIN" "${K8S_BINARIES[@]}"; then
-		log "k8s: $K8S_VERSION binaries present in $K8S_BIN"
+# build_k8s_set NAME...: build the named commands of the wrapper module into $K8S_BIN, in one go build (they share
+# compiled packages), unless they are all there already. Other binaries in $K8S_BIN are left alone.
+build_k8s_set() {
+	if have_all "$K8S_BIN" "$@"; then
+		log "k8s: $K8S_VERSION $* present in $K8S_BIN"
 		return 0
 	fi
 	gen_k8s_module
 	local tmp=$K8S_BIN.tmp pkgs=() b
 	rm -rf "$tmp"
 	mkdir -p "$tmp"
-	for b in "${K8S_BINARIES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-	log "k8s: building ${K8S_BINARIES[*]} (cold: ~30 CPU-minutes, 15-30 min wall on 2 cores)"
+	for b in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+	log "k8s: building $* (cold, all of them: ~30 CPU-minutes, 15-30 min wall on 2 cores)"
 	(cd "$LAB_DIR/build/k8s" && go build -mod=readonly -trimpath -tags="$BUILD_TAGS" \
 		-ldflags="-s -w $(version_ldflags)" -o "$tmp/" "${pkgs[@]}")
-	have_all "$tmp" "${K8S_BINARIES[@]}" || die "k8s: build did not produce all binaries"
+	have_all "$tmp" "$@" || die "k8s: build did not produce all of $*"
 	mkdir -p "$K8S_BIN"
-	for b in "${K8S_BINARIES[@]}"; do mv -f "$tmp/$b" "$K8S_BIN/$b"; done
+	for b in "$@"; do mv -f "$tmp/$b" "$K8S_BIN/$b"; done
 	rmdir "$tmp"
+}
+
+build_k8s() {
+	build_k8s_set "${K8S_BINARIES[@]}"
 	"$K8S_BIN/kubectl" version --client 2>/dev/null | sed 's/^/k8s: /' >&2 || true
 }
 
@@ -146,7 +153,8 @@ main() {
 		k8s) phase "build Kubernetes $K8S_VERSION" build_k8s ;;
 		etcd) phase "build etcd $ETCD_VERSION" build_etcd ;;
 		helm) phase "build helm $HELM_VERSION" build_helm ;;
-		*) die "unknown step $s (want apt, k8s, etcd, helm, lint)" ;;
+		kubeadm) phase "build kubeadm $K8S_VERSION" build_k8s_set "${K8S_EXTRA_BINARIES[@]}" ;;
+		*) die "unknown step $s (want apt, k8s, etcd, helm, kubeadm, lint)" ;;
 		esac
 	done
 	log "install: done"

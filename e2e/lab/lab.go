@@ -113,13 +113,13 @@ func Open() (*Lab, error) {
 	gobgpASN, _ := strconv.ParseUint(env["GOBGP_ASN"], 10, 32)
 	frrASN, _ := strconv.ParseUint(env["FRR_ASN"], 10, 32)
 	l.routers = []e2e.Router{
-		&gobgpRouter{ns: env["NS_GOBGP"], port: env["GOBGP_API_PORT"], asn: uint32(gobgpASN), peerASN: uint32(nodeASN),
+		&gobgpRouter{cli: nsGobgp(env["NS_GOBGP"], env["GOBGP_API_PORT"]), asn: uint32(gobgpASN), peerASN: uint32(nodeASN),
 			addrs: addrs(env["GOBGP4"], env["GOBGP6"])},
 		&frrRouter{ns: env["NS_FRR"], vtyDir: env["FRR_VTY_DIR"], asn: uint32(frrASN), peerASN: uint32(nodeASN),
 			addrs: addrs(env["FRR4"], env["FRR6"])},
 	}
-	l.client = &client{ns: env["NS_CLIENT"], addrs: addrs(env["CLIENT4"], env["CLIENT6"]), lab: l}
-	l.ext = &client{ns: env["NS_EXT"], addrs: addrs(env["EXT4"], env["EXT6"]), lab: l}
+	l.client = &client{path: l.nsPath(env["NS_CLIENT"]), addrs: addrs(env["CLIENT4"], env["CLIENT6"]), node: l.node}
+	l.ext = &client{path: l.nsPath(env["NS_EXT"]), addrs: addrs(env["EXT4"], env["EXT6"]), node: l.node}
 	return l, nil
 }
 
@@ -204,6 +204,32 @@ func (l *Lab) nodeIndex(name string) (int, error) {
 	return 0, fmt.Errorf("no node %q", name)
 }
 
+// InstallHerald runs `lab herald-up` (with LAB_SPEAKER=1 for the speakers); remove runs `lab herald-down`.
+func (l *Lab) InstallHerald(ctx context.Context, speakers bool) (func(context.Context) error, error) {
+	env := "LAB_SPEAKER=0"
+	if speakers {
+		env = "LAB_SPEAKER=1"
+	}
+	cmd := exec.CommandContext(ctx, Script(), "herald-up")
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("lab herald-up (%s): %w", env, err)
+	}
+	return func(ctx context.Context) error { return Run(ctx, os.Stdout, "herald-down") }, nil
+}
+
+// Lacks: the lab has FRR with BFD; its nodes are namespaces with host processes, which it does not freeze.
+func (l *Lab) Lacks(f e2e.Feature) string {
+	switch f {
+	case e2e.FeatureFRR, e2e.FeatureBFD:
+		return ""
+	case e2e.FeatureNodePause:
+		return "its nodes are network namespaces whose processes run on the host; the lab has no way to freeze one"
+	}
+	return "unknown feature"
+}
+
 // Announce starts the lab's stand-in BGP speaker (gobgpd) on each node and announces the prefixes.
 func (l *Lab) Announce(ctx context.Context, nodes []string, prefixes ...netip.Prefix) error {
 	var idx []string
@@ -238,15 +264,20 @@ func (l *Lab) StopAnnouncing(ctx context.Context, node string) error {
 	return nil
 }
 
-// run runs a command inside a network namespace (nsenter, so /sys is left alone) and returns its stdout.
+// run runs a command inside a lab network namespace (nsenter, so /sys is left alone) and returns its stdout.
 func run(ctx context.Context, ns string, name string, args ...string) ([]byte, error) {
-	full := append([]string{"--net=/var/run/netns/" + ns, "--", name}, args...)
+	return runIn(ctx, "/var/run/netns/"+ns, name, args...)
+}
+
+// runIn runs a command inside the network namespace at path and returns its stdout.
+func runIn(ctx context.Context, path string, name string, args ...string) ([]byte, error) {
+	full := append([]string{"--net=" + path, "--", name}, args...)
 	cmd := exec.CommandContext(ctx, "nsenter", full...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return out, fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), ns, err, strings.TrimSpace(stderr.String()))
+		return out, fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), path, err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
 }

@@ -15,21 +15,30 @@ import (
 	"github.com/herald-lb/herald/e2e"
 )
 
-// gobgpRouter is gobgpd in its namespace, read through the gobgp CLI's JSON output.
+// gobgpRouter is gobgpd read through the gobgp CLI's JSON output.
 type gobgpRouter struct {
-	ns, port     string
+	cli          func(ctx context.Context, args ...string) ([]byte, error) // runs `gobgp ARGS...` against the router
 	asn, peerASN uint32
 	addrs        []netip.Addr
+}
+
+// GoBGPRouter is an e2e.Router for a gobgpd read through its CLI: cli runs `gobgp ARGS...` where it reaches the
+// router's API (e.g. docker exec into its container) and returns the output.
+func GoBGPRouter(cli func(ctx context.Context, args ...string) ([]byte, error), asn, peerASN uint32, addrs []netip.Addr) e2e.Router {
+	return &gobgpRouter{cli: cli, asn: asn, peerASN: peerASN, addrs: append([]netip.Addr(nil), addrs...)}
+}
+
+// nsGobgp runs the gobgp CLI in the lab's router namespace against the API port.
+func nsGobgp(ns, port string) func(ctx context.Context, args ...string) ([]byte, error) {
+	return func(ctx context.Context, args ...string) ([]byte, error) {
+		return run(ctx, ns, "gobgp", append([]string{"-u", "127.0.0.1", "-p", port}, args...)...)
+	}
 }
 
 func (r *gobgpRouter) Name() string            { return "gobgp" }
 func (r *gobgpRouter) ASN() uint32             { return r.asn }
 func (r *gobgpRouter) PeerASN() uint32         { return r.peerASN }
 func (r *gobgpRouter) Addresses() []netip.Addr { return append([]netip.Addr(nil), r.addrs...) }
-
-func (r *gobgpRouter) cli(ctx context.Context, args ...string) ([]byte, error) {
-	return run(ctx, r.ns, "gobgp", append([]string{"-u", "127.0.0.1", "-p", r.port}, args...)...)
-}
 
 func (r *gobgpRouter) Ping(ctx context.Context) error {
 	out, err := r.cli(ctx, "global", "-j")

@@ -14,6 +14,9 @@ ETCD_BIN=$HERALD_CACHE/etcd-$ETCD_VERSION/bin
 HELM_BIN=$HERALD_CACHE/helm-$HELM_VERSION/bin
 
 K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl)
+# kubeadm is built from the same wrapper module, as its own step (install.sh kubeadm, for the kind node image), so
+# adding it to a cache that already holds the binaries above builds kubeadm alone.
+K8S_EXTRA_BINARIES=(kubeadm)
 
 # Debian packages the lab needs.
 APT_PACKAGES=(containerd runc containernetworking-plugins iptables nftables gobgpd frr arping ndisc6
