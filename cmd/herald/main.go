@@ -29,6 +29,7 @@ func commands() map[string]command {
 		"speaker":    {"announce addresses over ARP, NDP and BGP (one per node)", runSpeaker},
 		"svclb":      {"forward a node port to a Service (ServiceLB pods)", runSvclb},
 		"nllb":       {"balance the node's API server traffic on the loopback (bootstrap mode)", runNLLB},
+		"ccm":        {"run as the cluster's cloud provider: LoadBalancer and node lifecycle (cloud-controller-manager)", runCCM},
 	}
 }
 
