@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -19,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -657,5 +660,71 @@ func TestBothOffRefused(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("took %s to refuse", d)
+	}
+}
+
+// TestBesideStandaloneController: a standalone `herald controller` and the controller inside `herald ccm` take
+// the same Lease, so with both running only one writes: a Service's status changes once and nothing writes it
+// after it settled. When the standalone one stops, the one inside herald ccm takes over: it keeps the first
+// Service's address (restored from status, no write) and serves a new Service.
+func TestBesideStandaloneController(t *testing.T) {
+	e := newEnv(t)
+	no := false
+	for _, p := range []*v1beta1.IPAddressPool{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "addrs"}, Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.20/31"}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "spare"}, Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.30/32"}, AutoAssign: &no}},
+	} {
+		if err := e.c.Create(e.ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := controller.DefaultOptions()
+	o.Namespace, o.SvclbImage = e.ns, "herald:test"
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	o.Registerer = prometheus.NewRegistry()
+	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, stopStandalone := context.WithCancel(e.ctx)
+	standaloneDone := make(chan error, 1)
+	go func() { standaloneDone <- controller.Run(ctx, srv.Config, o) }()
+	t.Cleanup(func() { stopStandalone(); <-standaloneDone })
+	e.eventually(30*time.Second, "the standalone controller holds the Lease", func() (bool, error) {
+		l, err := e.cs.CoordinationV1().Leases(e.ns).Get(e.ctx, "herald-controller", metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
+	})
+
+	w := e.watchService("web")
+	e.startCCM("--enable-node-lifecycle=false")
+	e.service("web", nil)
+	svc := e.waitIngress("web", "198.51.100.20", 60*time.Second)
+	_, before := w.counts()
+	time.Sleep(5 * time.Second)
+	changes, writes := w.counts()
+	t.Logf("CCM-WRITES beside a standalone controller: %d status changes, %d writes after it settled", changes, writes-before)
+	if changes != 1 || writes != before {
+		t.Errorf("%d status changes (want 1), %d writes after it settled (want 0)", changes, writes-before)
+	}
+	if !slices.Contains(svc.Finalizers, lbFinalizer) {
+		// The finalizer may come after the address; wait for it.
+		e.eventually(30*time.Second, "finalizer on web", func() (bool, error) {
+			s, err := e.getService("web")
+			return err == nil && slices.Contains(s.Finalizers, lbFinalizer), err
+		})
+	}
+
+	// The standalone controller stops (it releases the Lease): herald ccm's takes over.
+	stopStandalone()
+	if err := <-standaloneDone; err != nil {
+		t.Fatalf("standalone controller: %v", err)
+	}
+	standaloneDone <- nil // for the cleanup
+	_, before = w.counts()
+	e.service("second", map[string]string{"herald.dev/address-pool": "spare"})
+	e.waitIngress("second", "198.51.100.30", 60*time.Second)
+	time.Sleep(3 * time.Second)
+	if _, after := w.counts(); after != before {
+		t.Errorf("web written %d times by the takeover: its address must be restored, not rewritten", after-before)
+	}
+	if s, err := e.getService("web"); err != nil || !slices.Equal(svcstatus.Addrs(s), []netip.Addr{netip.MustParseAddr("198.51.100.20")}) {
+		t.Errorf("web after the takeover: %v, %v", s.Status.LoadBalancer, err)
 	}
 }
