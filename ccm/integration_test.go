@@ -688,6 +688,12 @@ func TestBesideStandaloneController(t *testing.T) {
 	go func() { standaloneDone <- controller.Run(ctx, srv.Config, o) }()
 	t.Cleanup(func() { stopStandalone(); <-standaloneDone })
 	e.eventually(30*time.Second, "the standalone controller holds the Lease", func() (bool, error) {
+		select {
+		case err := <-standaloneDone:
+			// (controller-runtime refuses a second controller named "service" in one process: run with -count=1.)
+			t.Fatalf("the standalone controller stopped: %v", err)
+		default:
+		}
 		l, err := e.cs.CoordinationV1().Leases(e.ns).Get(e.ctx, "herald-controller", metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
 	})
@@ -695,20 +701,18 @@ func TestBesideStandaloneController(t *testing.T) {
 	w := e.watchService("web")
 	e.startCCM("--enable-node-lifecycle=false")
 	e.service("web", nil)
-	svc := e.waitIngress("web", "198.51.100.20", 60*time.Second)
+	e.waitIngress("web", "198.51.100.20", 60*time.Second)
+	// Settled: the address and the service controller's finalizer (which may come after the address).
+	e.eventually(30*time.Second, "finalizer on web", func() (bool, error) {
+		s, err := e.getService("web")
+		return err == nil && slices.Contains(s.Finalizers, lbFinalizer), err
+	})
 	_, before := w.counts()
 	time.Sleep(5 * time.Second)
 	changes, writes := w.counts()
 	t.Logf("CCM-WRITES beside a standalone controller: %d status changes, %d writes after it settled", changes, writes-before)
 	if changes != 1 || writes != before {
 		t.Errorf("%d status changes (want 1), %d writes after it settled (want 0)", changes, writes-before)
-	}
-	if !slices.Contains(svc.Finalizers, lbFinalizer) {
-		// The finalizer may come after the address; wait for it.
-		e.eventually(30*time.Second, "finalizer on web", func() (bool, error) {
-			s, err := e.getService("web")
-			return err == nil && slices.Contains(s.Finalizers, lbFinalizer), err
-		})
 	}
 
 	// The standalone controller stops (it releases the Lease): herald ccm's takes over.
