@@ -51,9 +51,9 @@ test-bfd-hook:
 kube-bin:
 	./e2e/lab/install.sh k8s etcd helm
 
-## integration: controller, speaker, svclb DaemonSet, cleanup and Helm chart tests against a real kube-apiserver + etcd (with -race)
+## integration: controller, speaker, svclb DaemonSet, cleanup, Helm chart and herald ccm tests against a real kube-apiserver + etcd (with -race)
 integration: kube-bin
-	$(GO) test -race -tags integration -count=1 -timeout 20m ./controller/ ./speaker/ ./svclb/daemonset/ ./nllb/node/ ./cleanup/ ./charts/
+	$(GO) test -race -tags integration -count=1 -timeout 20m ./controller/ ./speaker/ ./svclb/daemonset/ ./nllb/node/ ./cleanup/ ./charts/ ./ccm/
 
 HELM ?= $(HERALD_CACHE)/helm-v3.22.0/bin/helm
 

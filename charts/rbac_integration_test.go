@@ -81,13 +81,14 @@ func as(ns, name string) *rest.Config {
 // namespace ns and ServiceLB namespace svclbNS (once per pair), and the objects the checks read.
 var rbacInstalled = map[string]bool{}
 
-func installRBAC(t *testing.T, ns, svclbNS string) {
+func installRBAC(t *testing.T, ns, svclbNS string, values ...string) {
 	t.Helper()
-	if rbacInstalled[ns+"/"+svclbNS] {
+	key := ns + "/" + svclbNS + fmt.Sprint(values)
+	if rbacInstalled[key] {
 		return
 	}
 	// The release name makes the cluster-scoped names unique per install.
-	objs := render(t, ns, "--set", "serviceLB.namespace="+svclbNS, "--set", "fullnameOverride="+ns)
+	objs := render(t, ns, append([]string{"--set", "serviceLB.namespace=" + svclbNS, "--set", "fullnameOverride=" + ns}, values...)...)
 	a := newApplier(t, srv.Config)
 	ctx := context.Background()
 	for _, n := range []string{ns, svclbNS, appsNS} {
@@ -108,7 +109,7 @@ func installRBAC(t *testing.T, ns, svclbNS string) {
 	if n < 12 {
 		t.Fatalf("the chart rendered %d RBAC objects and ServiceAccounts, want 12 or more", n)
 	}
-	rbacInstalled[ns+"/"+svclbNS] = true
+	rbacInstalled[key] = true
 }
 
 // installRBACChecks installs the RBAC for the checks (rbacNS) and the objects they read.

@@ -5,7 +5,10 @@ package charts
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -21,6 +24,8 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 		ns   string
 		args []string
 		want []string // kinds that must be rendered
+		// deployments: the Deployments rendered, sorted (nil: not checked)
+		deployments []string
 	}{
 		{name: "default", ns: "herald-system",
 			want: []string{"Deployment", "DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service",
@@ -36,6 +41,17 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 		// fed by the speaker).
 		{name: "nllb-static-watch", ns: "herald-nllbwatch", args: []string{"--set", "nllb.staticPod=true,nllb.upstreamsFrom=watch,nllb.nodeRBAC=true"},
 			want: []string{"Role", "RoleBinding"}},
+		// Cloud-controller mode: with load balancing, herald ccm carries Herald's controller and the controller
+		// Deployment is not rendered; with node lifecycle only, both run.
+		{name: "ccm", ns: "herald-ccm", args: []string{"--set", "ccm.enabled=true"},
+			want: []string{"Deployment", "DaemonSet"}, deployments: []string{"herald-ccm"}},
+		{name: "ccm-load-balancer", ns: "herald-ccm-lb", args: []string{"--set", "ccm.enabled=true", "--set", "ccm.enableNodeLifecycle=false"},
+			want: []string{"Deployment"}, deployments: []string{"herald-ccm"}},
+		{name: "ccm-node-lifecycle", ns: "herald-ccm-nl", args: []string{"--set", "ccm.enabled=true", "--set", "ccm.enableLoadBalancer=false"},
+			want: []string{"Deployment"}, deployments: []string{"herald-ccm", "herald-controller"}},
+		{name: "ccm-all-modes", ns: "herald-ccm-all", args: []string{"-f", "herald/ci/all-modes-values.yaml", "--set", "ccm.enabled=true",
+			"--set", "loadBalancerClass.onlyClass=false"},
+			want: []string{"Deployment", "DaemonSet", "Namespace"}, deployments: []string{"herald-ccm"}},
 	}
 	a := newApplier(t, srv.Config)
 	ctx := context.Background()
@@ -49,6 +65,18 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 			for _, k := range tc.want {
 				if !slices.Contains(kinds, k) {
 					t.Errorf("no %s rendered (rendered: %v)", k, kinds)
+				}
+			}
+			if tc.deployments != nil {
+				var deps []string
+				for _, o := range objs {
+					if o.GetKind() == "Deployment" {
+						deps = append(deps, o.GetName())
+					}
+				}
+				slices.Sort(deps)
+				if !slices.Equal(deps, tc.deployments) {
+					t.Errorf("Deployments %v, want %v", deps, tc.deployments)
 				}
 			}
 			if err := a.ensureNamespace(ctx, tc.ns); err != nil {
@@ -76,5 +104,21 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 			}
 			t.Logf("%d of %d rendered objects accepted by a server-side dry run", accepted, len(objs))
 		})
+	}
+}
+
+// TestChartRefusesCCMWithNothingEnabled: ccm.enabled with both switches off fails to render, saying why.
+func TestChartRefusesCCMWithNothingEnabled(t *testing.T) {
+	helm := helmPath()
+	if _, err := os.Stat(helm); err != nil {
+		t.Skipf("helm not found at %s: %v", helm, err)
+	}
+	out, err := exec.Command(helm, "template", "herald", chartDir, "--set", "ccm.enabled=true",
+		"--set", "ccm.enableLoadBalancer=false", "--set", "ccm.enableNodeLifecycle=false").CombinedOutput()
+	if err == nil {
+		t.Fatalf("rendered with both switches off")
+	}
+	if !strings.Contains(string(out), "ccm.enableLoadBalancer=false and ccm.enableNodeLifecycle=false: nothing to run") {
+		t.Errorf("helm does not say why:\n%s", out)
 	}
 }

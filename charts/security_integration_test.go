@@ -183,3 +183,47 @@ func container(t *testing.T, name string, spec corev1.PodSpec, cname string) cor
 	t.Fatalf("%s: no container %s", name, cname)
 	return corev1.Container{}
 }
+
+// TestChartCCMPodSecurity: the ccm Deployment (ccm.enabled) runs as a non-root user, locked down, on the host
+// network on control-plane nodes, tolerating the uninitialized taint, with a liveness probe on its HTTPS port and
+// leader election; its args carry both switches.
+func TestChartCCMPodSecurity(t *testing.T) {
+	objs := render(t, "herald-system", "--set", "ccm.enabled=true", "--set", "ccm.enableNodeLifecycle=false")
+	var d *appsv1.Deployment
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" && o.GetName() == "herald-ccm" {
+			d = &appsv1.Deployment{}
+			convert(t, o, d)
+		}
+	}
+	if d == nil {
+		t.Fatal("no ccm Deployment rendered")
+	}
+	name := "Deployment " + d.Name
+	spec := d.Spec.Template.Spec
+	ps := spec.SecurityContext
+	if ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot || ps.RunAsUser == nil || *ps.RunAsUser == 0 {
+		t.Errorf("%s: pod securityContext %+v, want runAsNonRoot and a non-zero runAsUser", name, ps)
+	}
+	if !spec.HostNetwork {
+		t.Errorf("%s: not on the host network", name)
+	}
+	if _, ok := spec.NodeSelector["node-role.kubernetes.io/control-plane"]; !ok {
+		t.Errorf("%s: nodeSelector %v, want control-plane nodes", name, spec.NodeSelector)
+	}
+	if !slices.ContainsFunc(spec.Tolerations, func(tl corev1.Toleration) bool {
+		return tl.Key == "node.cloudprovider.kubernetes.io/uninitialized" && tl.Effect == corev1.TaintEffectNoSchedule
+	}) {
+		t.Errorf("%s: tolerations %v, want the uninitialized taint", name, spec.Tolerations)
+	}
+	c := container(t, name, spec, "ccm")
+	checkLocked(t, name, c, nil)
+	for _, a := range []string{"ccm", "--enable-load-balancer=true", "--enable-node-lifecycle=false", "--leader-elect=true", "--herald-leader-elect=true"} {
+		if !slices.Contains(c.Args, a) {
+			t.Errorf("%s: args %v, want %s", name, c.Args, a)
+		}
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+		t.Errorf("%s: liveness %+v, want HTTPS /healthz", name, c.LivenessProbe)
+	}
+}

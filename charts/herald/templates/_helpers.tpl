@@ -40,3 +40,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "herald.webhookService" -}}{{ include "herald.fullname" . }}-webhook{{- end -}}
 {{- define "herald.webhookConfiguration" -}}{{ include "herald.fullname" . }}-webhook{{- end -}}
 {{- define "herald.webhookSecret" -}}{{ default (printf "%s-webhook-cert" (include "herald.fullname" .)) .Values.webhook.secretName }}{{- end -}}
+
+{{- define "herald.ccmSA" -}}{{ include "herald.fullname" . }}-ccm{{- end -}}
+
+{{/* "true" when herald ccm runs Herald's controller (load balancing on): the controller Deployment is then not
+rendered and the controller's rights go to the ccm's ServiceAccount. */}}
+{{- define "herald.ccmCarriesController" -}}
+{{- if and .Values.ccm.enabled .Values.ccm.enableLoadBalancer -}}true{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount that runs Herald's controller: the controller's, or the ccm's. */}}
+{{- define "herald.controllerSubjectSA" -}}
+{{- if include "herald.ccmCarriesController" . -}}{{ include "herald.ccmSA" . }}{{- else -}}{{ include "herald.controllerSA" . }}{{- end -}}
+{{- end -}}
