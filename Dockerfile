@@ -25,11 +25,11 @@ ARG TARGETARCH
 ARG VERSION=dev
 ARG COMMIT=unknown
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o /out/herald ./cmd/herald
+    go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o /out/ ./cmd/herald ./cmd/herald-ccm
 
-# Nothing but the binary: Herald needs no shell, no libc and no system CA certificates (it trusts the cluster's CA
+# Nothing but the binaries (herald, and herald-ccm that `herald ccm` runs): Herald needs no shell, no libc and no system CA certificates (it trusts the cluster's CA
 # from its ServiceAccount or the node's kubeconfig).
 FROM scratch
-COPY --from=build /out/herald /herald
+COPY --from=build /out/herald /out/herald-ccm /
 ENV PATH=/
 ENTRYPOINT ["/herald"]

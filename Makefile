@@ -31,9 +31,9 @@ CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:c
 
 all: lint test build
 
-## build: the herald binary in bin/
+## build: the herald binary, and herald-ccm (the cloud controller manager `herald ccm` runs), in bin/
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/herald ./cmd/herald
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/herald ./cmd/herald-ccm
 
 ## test: unit tests with the race detector
 test:

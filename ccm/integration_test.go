@@ -65,8 +65,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// herald ccm runs herald-ccm from beside herald, as in Herald's image.
 	heraldBin = filepath.Join(dir, "herald")
-	build := exec.Command("go", "build", "-o", heraldBin, "../cmd/herald")
+	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/herald", "../cmd/herald-ccm")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building herald:", err)

@@ -45,8 +45,9 @@ func heraldBinary(t *testing.T) string {
 			buildErr = err
 			return
 		}
+		// herald ccm runs herald-ccm from beside herald, as in Herald's image.
 		herald = filepath.Join(dir, "herald")
-		out, err := exec.Command("go", "build", "-o", herald, "../cmd/herald").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", dir+"/", "../cmd/herald", "../cmd/herald-ccm").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("building herald: %v\n%s", err, out)
 		}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Herald's container image without Docker or a registry: the static `herald` binary (version and commit
-# stamped as `make build` does) as /herald in a single-layer docker-archive tarball, the way the lab builds its
+# stamped as `make build` does) as /herald, and herald-ccm (`herald ccm` runs it) as /herald-ccm, in a single-layer docker-archive tarball, the way the lab builds its
 # images (lib/images.sh image_archive). One image serves every role (controller, speaker, svclb, nllb).
 #
 # Usage: herald-image.sh [OUT] [TAG]
@@ -29,6 +29,6 @@ mkdir -p "$bin"
 version=$(cd "$REPO_DIR" && git describe --tags --always --dirty 2>/dev/null || echo dev)
 commit=$(cd "$REPO_DIR" && git rev-parse HEAD 2>/dev/null || echo unknown)
 (cd "$REPO_DIR" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$version -X main.commit=$commit" \
-	-o "$bin/herald" ./cmd/herald) || die "building ./cmd/herald failed"
-image_archive "$out" "$tag" "$bin/herald" /herald
+	-o "$bin/" ./cmd/herald ./cmd/herald-ccm) || die "building ./cmd/herald and ./cmd/herald-ccm failed"
+image_archive "$out" "$tag" "$bin/herald,$bin/herald-ccm" /herald
 log "image $tag ($version) written to $out"

@@ -4,20 +4,25 @@
 
 IMAGE_CACHE=$HERALD_CACHE/lab-images
 
-# image_archive OUT TAG BINARY ENTRYPOINT...: write a docker-archive with BINARY as /<basename> in one layer.
+# image_archive OUT TAG BINARIES ENTRYPOINT...: write a docker-archive with each of BINARIES (comma-separated) as
+# /<basename> in one layer.
 image_archive() {
-	local out=$1 tag=$2 bin=$3; shift 3
-	local w layer_sha config_sha entry="" a
+	local out=$1 tag=$2 bins=$3; shift 3
+	local w layer_sha config_sha entry="" a b names=()
 	w=$(mktemp -d)
 	mkdir -p "$w/rootfs" "$w/out"
-	install -m 0755 "$bin" "$w/rootfs/$(basename "$bin")"
-	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$w/rootfs" -cf "$w/layer.tar" "$(basename "$bin")"
+	IFS=, read -ra bins <<<"$bins"
+	for b in "${bins[@]}"; do
+		install -m 0755 "$b" "$w/rootfs/$(basename "$b")"
+		names+=("$(basename "$b")")
+	done
+	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$w/rootfs" -cf "$w/layer.tar" "${names[@]}"
 	layer_sha=$(sha256sum "$w/layer.tar" | cut -d' ' -f1)
 	mkdir -p "$w/out/$layer_sha"
 	mv "$w/layer.tar" "$w/out/$layer_sha/layer.tar"
 	for a in "$@"; do entry+="${entry:+,}\"$a\""; done
 	printf '{"architecture":"amd64","os":"linux","config":{"Entrypoint":[%s],"Env":["PATH=/"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created_by":"herald lab: %s"}]}' \
-		"$entry" "$layer_sha" "$(basename "$bin")" >"$w/config.json"
+		"$entry" "$layer_sha" "${names[*]}" >"$w/config.json"
 	config_sha=$(sha256sum "$w/config.json" | cut -d' ' -f1)
 	mv "$w/config.json" "$w/out/$config_sha.json"
 	printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' "$config_sha" "$tag" "$layer_sha" \
@@ -40,9 +45,9 @@ images_build() {
 	rm -f "$IMAGE_CACHE/herald.tar"
 	if [ "${LAB_SKIP_HERALD_IMAGE:-}" = 1 ]; then
 		log "images: herald image skipped (LAB_SKIP_HERALD_IMAGE=1)"
-	elif (cd "$REPO_DIR" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$bin/herald" ./cmd/herald) \
+	elif (cd "$REPO_DIR" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$bin/" ./cmd/herald ./cmd/herald-ccm) \
 		>"$IMAGE_CACHE/herald-build.log" 2>&1; then
-		image_archive "$IMAGE_CACHE/herald.tar" "$HERALD_IMAGE" "$bin/herald" /herald
+		image_archive "$IMAGE_CACHE/herald.tar" "$HERALD_IMAGE" "$bin/herald,$bin/herald-ccm" /herald
 	else
 		log "images: ./cmd/herald does not build yet; herald image skipped (see $IMAGE_CACHE/herald-build.log)"
 	fi
