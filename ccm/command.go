@@ -2,6 +2,7 @@ package ccm
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -69,6 +70,11 @@ func NewCommand(stop <-chan struct{}) (*cobra.Command, error) {
 	fs.StringVar(&c.ProbeAddr, "herald-health-probe-bind-address", c.ProbeAddr, "Herald's controller /healthz and /readyz listen address (0 disables)")
 	fs.IntVar(&c.Workers, "herald-workers", c.Workers, "Services Herald's controller syncs in parallel")
 	fs.DurationVar(&c.PoolStatusInterval, "pool-status-interval", c.PoolStatusInterval, "how often pool status counters may be written")
+	// The admission webhook, served by Herald's controller when load
+	// balancing is on (herald controller's flags, prefixed herald-).
+	webhookFlags := flag.NewFlagSet("herald webhook", flag.ContinueOnError)
+	completeWebhook := c.Webhook.AddFlags(webhookFlags, "herald-", &c.Namespace)
+	fs.AddGoFlagSet(webhookFlags)
 
 	var mgr ctrl.Manager
 	cloudInit := func(cc *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interface {
@@ -135,6 +141,12 @@ func NewCommand(stop <-chan struct{}) (*cobra.Command, error) {
 			o.Controller.SvclbImagePullPolicy = pp
 		default:
 			return fmt.Errorf("--svclb-image-pull-policy=%q: not Always, IfNotPresent or Never", pp)
+		}
+		if err := completeWebhook(); err != nil {
+			return err
+		}
+		if o.Controller.Webhook.Addr != "" && !o.Switches.LoadBalancer {
+			return fmt.Errorf("--herald-webhook-bind-address=%s needs --enable-load-balancer: the webhook is served by Herald's controller, which runs only with load balancing", o.Controller.Webhook.Addr)
 		}
 		if o.Switches.LoadBalancer && o.Controller.SvclbImage == "" {
 			klog.Warning("no --svclb-image (or HERALD_IMAGE): Services placed in node-address pools get no DaemonSet")

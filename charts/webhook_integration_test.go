@@ -7,15 +7,20 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -169,5 +174,56 @@ func TestWebhookThroughServiceEndpoints(t *testing.T) {
 	}
 	if err := admin.Delete(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lan"}}); err != nil {
 		t.Errorf("deleting a pool: %v", err)
+	}
+}
+
+// TestWebhookServedByWhatCarriesTheController: the webhook Service selects the pods that run Herald's controller:
+// the controller Deployment's, or herald ccm's when it does load balancing (the controller Deployment is then not
+// rendered), which get the webhook's flags (prefixed herald-: the upstream manager has webhook flags of its own)
+// and port.
+func TestWebhookServedByWhatCarriesTheController(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		component string
+	}{
+		{"default", nil, "controller"},
+		{"ccm", []string{"--set", "ccm.enabled=true"}, "ccm"},
+		{"ccm without load balancing", []string{"--set", "ccm.enabled=true", "--set", "ccm.enableLoadBalancer=false"}, "controller"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, "herald-system", tc.args...)
+			var selector map[string]string
+			var carrier *unstructured.Unstructured
+			for _, o := range objs {
+				switch {
+				case o.GetKind() == "Service" && o.GetName() == "herald-webhook":
+					selector, _, _ = unstructured.NestedStringMap(o.Object, "spec", "selector")
+				case o.GetKind() == "Deployment" && o.GetLabels()["app.kubernetes.io/component"] == tc.component:
+					carrier = o
+				}
+			}
+			if selector["app.kubernetes.io/component"] != tc.component || carrier == nil {
+				t.Fatalf("webhook Service selector %v, Deployment of component %q found: %v", selector, tc.component, carrier != nil)
+			}
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(carrier.Object, &d); err != nil {
+				t.Fatal(err)
+			}
+			if !labels.SelectorFromSet(selector).Matches(labels.Set(d.Spec.Template.Labels)) {
+				t.Errorf("webhook Service selector %v does not select the %s pods %v", selector, d.Name, d.Spec.Template.Labels)
+			}
+			ctr := d.Spec.Template.Spec.Containers[0]
+			prefix := map[string]string{"controller": "--", "ccm": "--herald-"}[tc.component]
+			for _, want := range []string{prefix + "webhook-bind-address=:9443", prefix + "webhook-service=herald-webhook",
+				prefix + "webhook-configuration=herald-webhook", prefix + "webhook-secret=herald-webhook-cert"} {
+				if !slices.Contains(ctr.Args, want) {
+					t.Errorf("%s args %q lack %q", d.Name, ctr.Args, want)
+				}
+			}
+			if !slices.ContainsFunc(ctr.Ports, func(p corev1.ContainerPort) bool { return p.Name == "webhook" && p.ContainerPort == 9443 }) {
+				t.Errorf("%s ports %+v: no webhook port 9443", d.Name, ctr.Ports)
+			}
+		})
 	}
 }

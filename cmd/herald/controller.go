@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,25 +41,12 @@ func runController(args []string, _, stderr io.Writer) int {
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "/healthz and /readyz listen address (0 disables)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Services synced in parallel (allocation itself is serialized)")
 	fs.DurationVar(&o.PoolStatusInterval, "pool-status-interval", o.PoolStatusInterval, "how often pool status counters may be written")
-	fs.StringVar(&o.Webhook.Addr, "webhook-bind-address", "", "admission webhook HTTPS listen address, e.g. :9443 (\"\": no webhook)")
-	fs.StringVar(&o.Webhook.ConfigName, "webhook-configuration", "", "ValidatingWebhookConfiguration to patch the webhook's CA bundle into")
-	fs.StringVar(&o.Webhook.Secret, "webhook-secret", o.Webhook.Secret, "Secret in --namespace holding the webhook's CA and serving certificate (Herald manages it)")
-	webhookService := fs.String("webhook-service", "", "the webhook's Service in --namespace: its certificate names <service>.<namespace>.svc")
-	webhookHosts := fs.String("webhook-cert-hosts", "", "more DNS names or IP addresses for the webhook's certificate, comma-separated")
-	fs.DurationVar(&o.Webhook.SyncInterval, "webhook-sync-interval", o.Webhook.SyncInterval, "how often the webhook's Secret and CA bundle are checked")
+	completeWebhook := o.Webhook.AddFlags(fs, "", &o.Namespace)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *webhookService != "" {
-		o.Webhook.Policy.Hosts = append(o.Webhook.Policy.Hosts, *webhookService+"."+o.Namespace+".svc")
-	}
-	for _, h := range strings.Split(*webhookHosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			o.Webhook.Policy.Hosts = append(o.Webhook.Policy.Hosts, h)
-		}
-	}
-	if o.Webhook.Addr != "" && len(o.Webhook.Policy.Hosts) == 0 {
-		fmt.Fprintln(stderr, "herald controller: --webhook-bind-address needs --webhook-service or --webhook-cert-hosts (the names of its certificate)")
+	if err := completeWebhook(); err != nil {
+		fmt.Fprintln(stderr, "herald controller:", err)
 		return 2
 	}
 	log, err := newLogger(stderr, *logLevel)
