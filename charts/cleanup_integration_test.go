@@ -141,6 +141,23 @@ func TestCleanupHookRendered(t *testing.T) {
 			t.Errorf("Job args %q lack %q", args, want)
 		}
 	}
+	// herald ccm with load balancing leaves its service controller's finalizer on the Services: the hook removes it,
+	// and only then.
+	if slices.Contains(ctr.Args, "--ccm-load-balancer") {
+		t.Errorf("Job args %q: --ccm-load-balancer without ccm", ctr.Args)
+	}
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--set", "ccm.enabled=true"}, true},
+		{[]string{"--set", "ccm.enabled=true", "--set", "ccm.enableLoadBalancer=false"}, false},
+	} {
+		args := hookJob(t, render(t, "herald-system", tc.args...)).Spec.Template.Spec.Containers[0].Args
+		if got := slices.Contains(args, "--ccm-load-balancer"); got != tc.want {
+			t.Errorf("values %q: Job args %q; --ccm-load-balancer %v, want %v", tc.args, args, got, tc.want)
+		}
+	}
 }
 
 // cleanupFixtures creates what a running release leaves in cleanNS, cleanSvclbNS and appsNS, and returns them.

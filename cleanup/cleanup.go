@@ -5,7 +5,7 @@
 // Secret, the webhook certificate Secret and the leader Lease. Helm removes
 // what the chart rendered; this removes the rest.
 //
-// It first waits until no controller or speaker pod of the release runs: a
+// It first waits until no controller, ccm or speaker pod of the release runs: a
 // live controller would write again what it removed. Every step is
 // idempotent: a second run finds nothing and says so.
 package cleanup
@@ -50,6 +50,9 @@ type Options struct {
 	Release string
 	// OnlyClass is the controller's --only-class: which Services it served.
 	OnlyClass bool
+	// CloudFinalizer: the release ran herald ccm with load balancing, whose
+	// service controller put CloudFinalizer on the Services it served.
+	CloudFinalizer bool
 	// SvclbNamespace is where the svclb DaemonSets live ("": Namespace).
 	SvclbNamespace string
 	// SkipSvclb leaves the svclb DaemonSets (their namespace is deleted
@@ -132,7 +135,7 @@ func Run(ctx context.Context, c client.Client, o Options) (Result, error) {
 	return r.res, err
 }
 
-// WaitForPods returns once no controller or speaker pod of the release may
+// WaitForPods returns once no controller, ccm or speaker pod of the release may
 // still write (LivePods), or an error naming them after o.WaitTimeout.
 func WaitForPods(ctx context.Context, c client.Client, o Options) error {
 	poll := o.PollInterval
@@ -164,7 +167,7 @@ func WaitForPods(ctx context.Context, c client.Client, o Options) error {
 				said = s
 			}
 			if !time.Now().Before(deadline) {
-				return fmt.Errorf("after %s, %d pod(s) of release %q still run: %s. A running controller or speaker writes "+
+				return fmt.Errorf("after %s, %d pod(s) of release %q still run: %s. A running controller, ccm or speaker writes "+
 					"again what cleanup removes; nothing was removed. Remove the release's Deployment and DaemonSet (helm "+
 					"uninstall does) and run again", o.WaitTimeout, len(live), o.Release, strings.Join(live, ", "))
 			}
@@ -195,7 +198,7 @@ func (r *runner) services(ctx context.Context) error {
 	}
 	var errs []error
 	for i := range list.Items {
-		if PlanService(&list.Items[i], r.o.OnlyClass).Empty() {
+		if PlanService(&list.Items[i], r.o.OnlyClass, r.o.CloudFinalizer).Empty() {
 			continue
 		}
 		if err := r.cleanService(ctx, &list.Items[i]); err != nil {
@@ -217,7 +220,7 @@ func (r *runner) cleanService(ctx context.Context, svc *corev1.Service) error {
 				return err
 			}
 		}
-		ch := PlanService(cur, r.o.OnlyClass)
+		ch := PlanService(cur, r.o.OnlyClass, r.o.CloudFinalizer)
 		if ch.Empty() {
 			return nil
 		}
@@ -231,11 +234,10 @@ func (r *runner) cleanService(ctx context.Context, svc *corev1.Service) error {
 				return err
 			}
 		}
-		if len(ch.DropAnnotations) > 0 {
+		if ch.MetadataChanged() {
 			base := obj.DeepCopy()
-			for _, a := range ch.DropAnnotations {
-				delete(obj.Annotations, a)
-			}
+			after := ch.Apply(obj)
+			obj.Annotations, obj.Finalizers = after.Annotations, after.Finalizers
 			if err := r.c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 				return err
 			}
@@ -245,7 +247,7 @@ func (r *runner) cleanService(ctx context.Context, svc *corev1.Service) error {
 			ips = append(ips, in.IP)
 		}
 		r.log.Info("removed Herald's status from Service", "service", nn.String(), "ingress", ips,
-			"condition", ch.DropCondition, "annotations", ch.DropAnnotations, "ingressKept", len(ch.Ingress))
+			"condition", ch.DropCondition, "annotations", ch.DropAnnotations, "cloudFinalizer", ch.DropFinalizer, "ingressKept", len(ch.Ingress))
 		r.res.Services++
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -339,5 +340,72 @@ func TestCleanupWaitsForReleasePods(t *testing.T) {
 	}
 	if e.exists(secret) {
 		t.Error("the memberlist Secret left after the cleanup")
+	}
+}
+
+// TestCleanupCCMFinalizer: after a release that ran herald ccm with load balancing, the service controller's
+// finalizer is removed from the Services Herald served, so that one deleted before the uninstall (held by the
+// finalizer, which nothing removes any more) goes away and later deletions are not blocked. A Service of another
+// class keeps it; without --ccm-load-balancer nothing touches it.
+func TestCleanupCCMFinalizer(t *testing.T) {
+	const ns, svclbNS, apps = "herald-clccm", "herald-clccm-svclb", "clccm-apps"
+	e := newEnv(t, ns, svclbNS, apps)
+	vip := corev1.LoadBalancerIPModeVIP
+	otherClass := "example.com/lb"
+	allocated := []metav1.Condition{{Type: svcstatus.ConditionType, Status: metav1.ConditionTrue, Reason: svcstatus.ReasonAllocated, Message: "x"}}
+	withFinalizer := func(s *corev1.Service) *corev1.Service {
+		t.Helper()
+		base := s.DeepCopy()
+		s.Finalizers = append(s.Finalizers, CloudFinalizer, "example.com/keep")
+		if err := e.c.Patch(e.ctx, s, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	live := withFinalizer(e.service(apps, "live", nil, nil, []corev1.LoadBalancerIngress{{IP: "192.0.2.20", IPMode: &vip}}, allocated))
+	deleting := withFinalizer(e.service(apps, "deleting", nil, nil, []corev1.LoadBalancerIngress{{IP: "192.0.2.21", IPMode: &vip}}, allocated))
+	foreign := withFinalizer(e.service(apps, "foreign", &otherClass, nil, nil, nil))
+	if err := e.c.Delete(e.ctx, deleting); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Namespace: ns, Release: "herald", SvclbNamespace: svclbNS, WaitTimeout: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logBuffer{}, nil))}
+
+	// Without the flag: the finalizers stay (another manager's, as far as cleanup knows).
+	if _, err := Run(e.ctx, e.c, o); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(apps, "live").Finalizers; !slices.Contains(got, CloudFinalizer) {
+		t.Errorf("without CloudFinalizer: live lost the finalizer: %v", got)
+	}
+
+	o.CloudFinalizer = true
+	if _, err := Run(e.ctx, e.c, o); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(apps, "live").Finalizers; !reflect.DeepEqual(got, []string{"example.com/keep"}) {
+		t.Errorf("live: finalizers %v, want only example.com/keep", got)
+	}
+	if got := e.get(apps, "foreign").Finalizers; !slices.Contains(got, CloudFinalizer) {
+		t.Errorf("foreign (another class): finalizers %v, want %s kept", got, CloudFinalizer)
+	}
+	// The deleted Service waits only for the user's finalizer now; removing it lets the Service go.
+	d := e.get(apps, "deleting")
+	if !reflect.DeepEqual(d.Finalizers, []string{"example.com/keep"}) {
+		t.Fatalf("deleting: finalizers %v, want only example.com/keep", d.Finalizers)
+	}
+	base := d.DeepCopy()
+	d.Finalizers = nil
+	if err := e.c.Patch(e.ctx, d, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if e.exists(deleting) {
+		t.Errorf("deleting: still there after its last finalizer went")
+	}
+	for _, s := range []*corev1.Service{live, foreign} {
+		base := e.get(s.Namespace, s.Name)
+		patched := base.DeepCopy()
+		patched.Finalizers = nil
+		_ = e.c.Patch(e.ctx, patched, client.MergeFrom(base))
 	}
 }

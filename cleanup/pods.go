@@ -8,9 +8,10 @@ import (
 )
 
 // Components are the release's pods that write to the API server while they
-// run: the controller (Service status, DaemonSets, Lease, Secret) and the
-// speakers (status objects). A pod of either re-writes what cleanup removes.
-var Components = []string{"controller", "speaker"}
+// run: the controller (Service status, DaemonSets, Lease, Secret), herald ccm
+// when it carries the controller, and the speakers (status objects). A pod of
+// any re-writes what cleanup removes.
+var Components = []string{"controller", "ccm", "speaker"}
 
 // LivePods names the pods that may still write: every pod not finished
 // (Succeeded or Failed), including one being deleted (it runs until its

@@ -22,12 +22,24 @@ type ServiceChange struct {
 	DropCondition bool
 	// DropAnnotations are the annotations Herald set, to be removed.
 	DropAnnotations []string
+	// DropFinalizer removes the service controller's CloudFinalizer.
+	DropFinalizer bool
 }
+
+// CloudFinalizer is the finalizer the cloud controller manager's service
+// controller puts on the Services it hands a load balancer (herald ccm's,
+// when it does load balancing). Nothing removes it once that manager is
+// gone, and a Service carrying it is never deleted.
+const CloudFinalizer = "service.kubernetes.io/load-balancer-cleanup"
 
 // Empty reports whether there is nothing to remove.
 func (c ServiceChange) Empty() bool {
-	return len(c.DropIngress) == 0 && !c.DropCondition && len(c.DropAnnotations) == 0
+	return len(c.DropIngress) == 0 && !c.DropCondition && len(c.DropAnnotations) == 0 && !c.DropFinalizer
 }
+
+// MetadataChanged reports whether the Service itself (annotations,
+// finalizers) must be written.
+func (c ServiceChange) MetadataChanged() bool { return len(c.DropAnnotations) > 0 || c.DropFinalizer }
 
 // StatusChanged reports whether the status subresource must be written.
 func (c ServiceChange) StatusChanged() bool { return len(c.DropIngress) > 0 || c.DropCondition }
@@ -50,10 +62,15 @@ var heraldAnnotations = []string{svcstatus.AnnotationPool}
 //     the field). A Service whose condition says it holds nothing (status
 //     False) has no entry of Herald's: whatever is there, someone else wrote.
 //
+// With cloudFinalizer (the release ran herald ccm with load balancing), the
+// service controller's CloudFinalizer goes too from a Service Herald served
+// by its class: herald ccm, which would have removed it, is gone.
+//
 // Everything else (another controller's entries, hostnames, entries with
 // ports, user annotations) stays.
-func PlanService(svc *corev1.Service, onlyClass bool) ServiceChange {
+func PlanService(svc *corev1.Service, onlyClass, cloudFinalizer bool) ServiceChange {
 	var ch ServiceChange
+	ch.DropFinalizer = cloudFinalizer && served(svc, onlyClass) && slices.Contains(svc.Finalizers, CloudFinalizer)
 	cond := svcstatus.Condition(svc)
 	ch.DropCondition = cond != nil
 	for _, a := range heraldAnnotations {
@@ -119,6 +136,12 @@ func (c ServiceChange) Apply(svc *corev1.Service) *corev1.Service {
 	}
 	for _, a := range c.DropAnnotations {
 		delete(out.Annotations, a)
+	}
+	if c.DropFinalizer {
+		out.Finalizers = slices.DeleteFunc(out.Finalizers, func(f string) bool { return f == CloudFinalizer })
+		if len(out.Finalizers) == 0 {
+			out.Finalizers = nil
+		}
 	}
 	return out
 }

@@ -29,14 +29,27 @@ func TestPlanService(t *testing.T) {
 		ann     map[string]string
 		ingress []corev1.LoadBalancerIngress
 		conds   []metav1.Condition
+		fin     []string
 	}
 	tests := []struct {
-		name      string
-		svc       svcSpec
-		onlyClass bool
-		want      ServiceChange
+		name           string
+		svc            svcSpec
+		onlyClass      bool
+		cloudFinalizer bool
+		want           ServiceChange
 	}{
 		{name: "nothing of Herald's", svc: svcSpec{ann: userAnn, ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}}},
+		{name: "herald ccm's finalizer goes with its entries, other finalizers stay",
+			svc: svcSpec{ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, conds: []metav1.Condition{allocated},
+				fin: []string{"example.com/keep", CloudFinalizer}}, cloudFinalizer: true,
+			want: ServiceChange{DropIngress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, DropCondition: true, DropFinalizer: true}},
+		{name: "the finalizer alone (deleted before an address): it goes",
+			svc: svcSpec{fin: []string{CloudFinalizer}}, cloudFinalizer: true, want: ServiceChange{DropFinalizer: true}},
+		{name: "the finalizer without herald ccm in the release: another manager's, stays",
+			svc:  svcSpec{ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, conds: []metav1.Condition{allocated}, fin: []string{CloudFinalizer}},
+			want: ServiceChange{DropIngress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, DropCondition: true}},
+		{name: "the finalizer on a Service of another class: not Herald's, stays",
+			svc: svcSpec{class: &otherClass, fin: []string{CloudFinalizer}}, cloudFinalizer: true},
 		{name: "address pool, no class: entry and condition removed",
 			svc:  svcSpec{ann: userAnn, ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, conds: []metav1.Condition{allocated}},
 			want: ServiceChange{DropIngress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, DropCondition: true}},
@@ -83,12 +96,12 @@ func TestPlanService(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := &corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Annotations: tc.svc.ann},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Annotations: tc.svc.ann, Finalizers: tc.svc.fin},
 				Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: tc.svc.class},
 				Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: tc.svc.ingress},
 					Conditions: tc.svc.conds},
 			}
-			got := PlanService(svc, tc.onlyClass)
+			got := PlanService(svc, tc.onlyClass, tc.cloudFinalizer)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("PlanService:\n got %+v\nwant %+v", got, tc.want)
 			}
@@ -98,8 +111,11 @@ func TestPlanService(t *testing.T) {
 			after := got.Apply(svc)
 			// What is left carries nothing of Herald's, and cleaning again
 			// changes nothing.
-			if again := PlanService(after, tc.onlyClass); !again.Empty() {
+			if again := PlanService(after, tc.onlyClass, tc.cloudFinalizer); !again.Empty() {
 				t.Errorf("second plan after Apply not empty: %+v", again)
+			}
+			if want := len(tc.svc.fin); tc.want.DropFinalizer && len(after.Finalizers) != want-1 || !tc.want.DropFinalizer && len(after.Finalizers) != want {
+				t.Errorf("finalizers after Apply: %v (were %v)", after.Finalizers, tc.svc.fin)
 			}
 			for k, v := range tc.svc.ann {
 				if k != svcstatus.AnnotationPool && after.Annotations[k] != v {

@@ -39,6 +39,7 @@ func runCleanup(args []string, _, stderr io.Writer) int {
 	fs.StringVar(&o.Namespace, "namespace", ns, "release namespace (its pods, status objects, Secrets and Lease)")
 	fs.StringVar(&o.Release, "release", "", "Helm release name: the app.kubernetes.io/instance label of its pods (required)")
 	fs.BoolVar(&o.OnlyClass, "only-class", false, "the controller ran with --only-class: it served only Services with spec.loadBalancerClass "+svcstatus.ClassName)
+	fs.BoolVar(&o.CloudFinalizer, "ccm-load-balancer", false, "the release ran herald ccm with load balancing: remove its service controller's finalizer "+cleanup.CloudFinalizer+" from the Services Herald served")
 	fs.StringVar(&o.SvclbNamespace, "svclb-namespace", "", "ServiceLB namespace, where the svclb DaemonSets live (default: --namespace)")
 	fs.BoolVar(&o.SkipSvclb, "skip-svclb", false, "leave the svclb DaemonSets (their namespace is deleted, and they with it)")
 	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", d.MemberlistSecret, "name of the speakers' gossip key Secret (\"\": none)")
