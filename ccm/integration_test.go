@@ -3,7 +3,6 @@
 package ccm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,6 +36,7 @@ import (
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
 	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/internal/logbuf"
 	"github.com/herald-lb/herald/svclb/daemonset"
 	"github.com/herald-lb/herald/svcstatus"
 )
@@ -147,7 +147,7 @@ func newEnv(t *testing.T) *env {
 // ccmProcess is one running `herald ccm`.
 type ccmProcess struct {
 	cmd     *exec.Cmd
-	out     *syncBuffer
+	out     *logbuf.Buffer
 	started time.Time
 	done    chan struct{}
 	err     error
@@ -164,7 +164,7 @@ func (e *env) startCCM(args ...string) *ccmProcess {
 		fmt.Sprintf("--leader-elect-resource-name=herald-ccm-it-%d", e.n),
 		"--namespace=" + e.ns, "--svclb-image=herald:test",
 		"--node-status-update-frequency=2s", "-v=2"}
-	p := &ccmProcess{out: &syncBuffer{}, done: make(chan struct{})}
+	p := &ccmProcess{out: &logbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(heraldBin, append(base, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.started = time.Now()
@@ -185,23 +185,6 @@ func (e *env) startCCM(args ...string) *ccmProcess {
 		}
 	})
 	return p
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // eventually polls cond every 100 ms until it holds or the timeout passes.

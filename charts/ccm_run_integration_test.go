@@ -3,7 +3,6 @@
 package charts
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/internal/logbuf"
 )
 
 var (
@@ -74,23 +74,6 @@ func impersonatingKubeconfig(t *testing.T, ns, name string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestCCMRunsWithChartRBAC runs the real `herald ccm` binary as the chart's ccm ServiceAccount (impersonated),
@@ -146,7 +129,7 @@ func TestCCMRunsWithChartRBAC(t *testing.T) {
 			}()
 
 			port := freePort(t)
-			logs := &lockedBuffer{}
+			logs := &logbuf.Buffer{}
 			cmd := exec.Command(bin, "ccm", "--kubeconfig="+impersonatingKubeconfig(t, ns, ns+"-ccm"),
 				"--cloud-provider=herald", fmt.Sprintf("--enable-load-balancer=%v", tc.lb), fmt.Sprintf("--enable-node-lifecycle=%v", tc.nodeLifecycle),
 				"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),

@@ -3,14 +3,12 @@
 package cleanup
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +23,7 @@ import (
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
 	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/internal/logbuf"
 	"github.com/herald-lb/herald/svclb/daemonset"
 	"github.com/herald-lb/herald/svcstatus"
 )
@@ -33,24 +32,6 @@ var srv *kubeapi.Server
 
 func TestMain(m *testing.M) {
 	os.Exit(kubeapi.RunTests(m, "herald-cleanup-it-", "../config/crd", &srv))
-}
-
-// logBuffer collects log lines from several goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 type env struct {
@@ -210,7 +191,7 @@ func TestCleanupRemovesOnlyHeralds(t *testing.T) {
 	e.pod(ns, "herald-controller-done", "herald", "controller", corev1.PodSucceeded)
 	e.pod(ns, "other-controller", "other", "controller", corev1.PodRunning)
 
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	o := Options{Namespace: ns, Release: "herald", SvclbNamespace: svclbNS, MemberlistSecret: "herald-memberlist",
 		WebhookCertSecret: "herald-webhook-cert", LeaseName: "herald-controller", WaitTimeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
@@ -290,7 +271,7 @@ func TestCleanupWaitsForReleasePods(t *testing.T) {
 	ctl := e.pod(ns, "herald-controller-abc12", "herald", "controller", corev1.PodRunning)
 	spk := e.pod(ns, "herald-speaker-xyz98", "herald", "speaker", corev1.PodPending)
 	o := Options{Namespace: ns, Release: "herald", MemberlistSecret: "herald-memberlist", WaitTimeout: 1500 * time.Millisecond,
-		PollInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logBuffer{}, nil))}
+		PollInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logbuf.Buffer{}, nil))}
 
 	t0 := time.Now()
 	_, err := Run(e.ctx, e.c, o)
@@ -369,7 +350,7 @@ func TestCleanupCCMFinalizer(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := Options{Namespace: ns, Release: "herald", SvclbNamespace: svclbNS, WaitTimeout: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(&logBuffer{}, nil))}
+		Logger: slog.New(slog.NewTextHandler(&logbuf.Buffer{}, nil))}
 
 	// Without the flag: the finalizers stay (another manager's, as far as cleanup knows).
 	if _, err := Run(e.ctx, e.c, o); err != nil {

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/svclb/daemonset"
 	"github.com/herald-lb/herald/svcstatus"
 )
 
@@ -82,13 +81,5 @@ func (r *Reconciler) ReleaseService(ctx context.Context, svc *corev1.Service) er
 // liveDaemonSets are the svclb DaemonSets labelled for the Service, read from
 // the API server.
 func (r *Reconciler) liveDaemonSets(ctx context.Context, nn types.NamespacedName) ([]appsv1.DaemonSet, error) {
-	var list appsv1.DaemonSetList
-	err := r.reader.List(ctx, &list, client.InNamespace(r.svclb.Namespace), client.MatchingLabels{
-		daemonset.LabelManagedBy: daemonset.ManagedBy, daemonset.LabelComponent: daemonset.Component,
-		daemonset.LabelServiceNamespace: nn.Namespace, daemonset.LabelServiceName: nn.Name,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("service %s: listing svclb daemonsets: %w", nn, err)
-	}
-	return list.Items, nil
+	return r.daemonSetsOf(ctx, r.reader, nn)
 }

@@ -151,8 +151,14 @@ func (r *Reconciler) syncServiceLB(ctx context.Context, nn types.NamespacedName,
 
 // serviceDaemonSets are the DaemonSets labelled for the Service, from the cache.
 func (r *Reconciler) serviceDaemonSets(ctx context.Context, nn types.NamespacedName) ([]appsv1.DaemonSet, error) {
+	return r.daemonSetsOf(ctx, r.client, nn)
+}
+
+// daemonSetsOf lists the svclb DaemonSets labelled for the Service through c
+// (the cache or the API server).
+func (r *Reconciler) daemonSetsOf(ctx context.Context, c client.Reader, nn types.NamespacedName) ([]appsv1.DaemonSet, error) {
 	var list appsv1.DaemonSetList
-	err := r.client.List(ctx, &list, client.InNamespace(r.svclb.Namespace), client.MatchingLabels{
+	err := c.List(ctx, &list, client.InNamespace(r.svclb.Namespace), client.MatchingLabels{
 		daemonset.LabelManagedBy: daemonset.ManagedBy, daemonset.LabelComponent: daemonset.Component,
 		daemonset.LabelServiceNamespace: nn.Namespace, daemonset.LabelServiceName: nn.Name,
 	})
