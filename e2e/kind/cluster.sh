@@ -373,10 +373,15 @@ cmd_e2e() {
 	[ "${KIND_KEEP:-}" != 1 ] || trap 'timings_print; log "KIND_KEEP=1: the kind setup stays up (kind.sh down removes it)"' EXIT
 	cmd_up
 	s=$(date +%s.%N)
-	log "==> e2e suites on kind (go test -tags e2e ./e2e/, HERALD_E2E_CLUSTER=kind)"
+	local out=$LOGS/e2e-suites.log
+	mkdir -p "$LOGS"
+	log "==> e2e suites on kind (go test -tags e2e -v ./e2e/, HERALD_E2E_CLUSTER=kind; output in $out)"
 	(cd "$REPO_DIR" && HERALD_E2E_CLUSTER=kind HERALD_KIND_ENV="$KIND_STATE/kind.env" \
-		go test -tags e2e -count=1 -timeout "${E2E_TIMEOUT:-40m}" ${E2E_RUN:+-run "$E2E_RUN"} "$@" ./e2e/) || rc=$?
+		go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-40m}" ${E2E_RUN:+-run "$E2E_RUN"} "$@" ./e2e/) >"$out" 2>&1 || rc=$?
 	printf '%s\t%s\n' "$(_elapsed "$s")" "e2e suites (go test)" >>"$TIMINGS"
+	# Every top-level test's verdict, a skipped one with its reason, and the failures' lines.
+	awk 'skip { print "        " $0; skip = 0 } /^--- (PASS|FAIL)/ { print "    " $0 } /^--- SKIP/ { print "    " $0; skip = 1 }' "$out"
+	[ "$rc" = 0 ] || grep -E '^\s+[a-z_]+_test\.go:[0-9]+: ' "$out" | head -40 | sed 's/^/    /' || true
 	log "<== e2e suites: $([ "$rc" = 0 ] && echo PASS || echo "FAIL ($rc)")"
 	return "$rc"
 }
