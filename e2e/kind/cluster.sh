@@ -380,7 +380,7 @@ cmd_e2e() {
 		go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-40m}" ${E2E_RUN:+-run "$E2E_RUN"} "$@" ./e2e/) >"$out" 2>&1 || rc=$?
 	printf '%s\t%s\n' "$(_elapsed "$s")" "e2e suites (go test)" >>"$TIMINGS"
 	# Every top-level test's verdict, a skipped one with its reason, and the failures' lines.
-	awk 'skip { print "        " $0; skip = 0 } /^--- (PASS|FAIL)/ { print "    " $0 } /^--- SKIP/ { print "    " $0; skip = 1 }' "$out"
+	awk '/^--- (PASS|FAIL)/ { print "    " $0 } /^--- SKIP/ { print "    " $0 (prev ~ /_test\.go:[0-9]+: / ? ":" prev : "") } { prev = $0 }' "$out"
 	[ "$rc" = 0 ] || grep -E '^\s+[a-z_]+_test\.go:[0-9]+: ' "$out" | head -40 | sed 's/^/    /' || true
 	log "<== e2e suites: $([ "$rc" = 0 ] && echo PASS || echo "FAIL ($rc)")"
 	return "$rc"
