@@ -27,7 +27,7 @@ SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e e2e-nllb kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e e2e-nllb e2e-ccm kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -179,6 +179,14 @@ e2e-nllb:
 	./e2e/lab/install.sh apt k8s etcd helm
 	./e2e/lab/lab down >/dev/null
 	LAB_APISERVERS=3 LAB_NLLB=1 $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestNLLB$$' -v ./e2e/
+
+## e2e-ccm: the cloud-controller suite (TestCCM) in a lab of its own whose node 3 runs its kubelet with
+## --cloud-provider=external (LAB_EXTERNAL_CLOUD_NODES=3); herald ccm installed by the chart. A running lab is taken
+## down first.
+e2e-ccm:
+	./e2e/lab/install.sh apt k8s etcd helm
+	./e2e/lab/lab down >/dev/null
+	LAB_EXTERNAL_CLOUD_NODES=3 $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestCCM$$' -v ./e2e/
 
 ## kind-image: everything a kind cluster needs, built offline and cached by version under $(HERALD_CACHE): Docker
 ## (Debian docker.io, dockerd started in the background when none runs), the kind CLI, kubeadm and the other

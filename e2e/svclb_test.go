@@ -375,7 +375,12 @@ func svclbAnswers(t *testing.T, ctx context.Context, addr netip.Addr) {
 		b, _ := io.ReadAll(resp.Body)
 		return strings.HasPrefix(string(b), "echo from pod"), nil
 	})
-	to := netip.AddrPortFrom(addr, 19090)
+	waitUDPEcho(t, ctx, netip.AddrPortFrom(addr, 19090))
+}
+
+// waitUDPEcho waits until a datagram to the echo backend at to is answered.
+func waitUDPEcho(t *testing.T, ctx context.Context, to netip.AddrPort) {
+	t.Helper()
 	waitFor(t, ctx, "a UDP echo from "+to.String(), func() (bool, error) {
 		c, err := cluster.Client().DialUDP(ctx, to)
 		if err != nil {
