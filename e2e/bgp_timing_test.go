@@ -87,14 +87,8 @@ func bfdOnRouters(t *testing.T, ctx context.Context, f *heraldFixture, prefix st
 				t.Errorf("%s: turning BFD off: %v", rt.Name(), err)
 			}
 		})
-		var peer v1beta1.BGPPeer
-		if err := f.c.Get(ctx, types.NamespacedName{Namespace: "herald-system", Name: prefix + rt.Name()}, &peer); err != nil {
-			t.Fatal(err)
-		}
-		peer.Spec.BFDProfile = prefix + "bfd"
-		if err := f.c.Update(ctx, &peer); err != nil {
-			t.Fatal(err)
-		}
+		peer := &v1beta1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Namespace: "herald-system", Name: prefix + rt.Name()}}
+		f.update(t, ctx, peer, func() { peer.Spec.BFDProfile = prefix + "bfd" })
 		var peers []e2e.BFDPeer
 		waitFor(t, ctx, rt.Name()+": a BFD session Up with every node", func() (bool, error) {
 			var err error

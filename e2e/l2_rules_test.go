@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/prometheus/common/expfmt"
@@ -174,6 +175,22 @@ func installSpeakers(t *testing.T, ctx context.Context) *heraldFixture {
 		return true, nil
 	})
 	return &heraldFixture{c: c}
+}
+
+// update reads o fresh, applies mutate and writes it, again from a fresh copy after a conflict: nodes,
+// Services and configuration objects are written by the kubelets and Herald too.
+func (f *heraldFixture) update(t *testing.T, ctx context.Context, o client.Object, mutate func()) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := f.c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			return err
+		}
+		mutate()
+		return f.c.Update(ctx, o)
+	})
+	if err != nil {
+		t.Fatalf("updating %s: %v", o.GetName(), err)
+	}
 }
 
 // create creates o and deletes it when the test ends.
@@ -448,13 +465,7 @@ func TestL2Rules(t *testing.T) {
 		adv := f.poolWithAdvertisement(t, ctx, "e2e-nodesel", addrs(4), v1beta1.L2AdvertisementSpec{NodeSelectors: sel(nodes[2])})
 		got := f.services(t, ctx, ns, "sel", "e2e-nodesel", 4, corev1.ServiceExternalTrafficPolicyCluster)
 		settled(t, ctx, "every address announced by the selected "+nodes[2], got, only(nodes[2]))
-		if err := f.c.Get(ctx, client.ObjectKeyFromObject(adv), adv); err != nil {
-			t.Fatal(err)
-		}
-		adv.Spec.NodeSelectors = sel(nodes[0])
-		if err := f.c.Update(ctx, adv); err != nil {
-			t.Fatal(err)
-		}
+		f.update(t, ctx, adv, func() { adv.Spec.NodeSelectors = sel(nodes[0]) })
 		settled(t, ctx, "the selector changed: every address moves to "+nodes[0], got, only(nodes[0]))
 	})
 
@@ -480,13 +491,7 @@ func TestL2Rules(t *testing.T) {
 		statusIfaces([]string{lan})
 		// An interface the nodes do not have: still announced (the speakers' metrics and status say so), but no
 		// frame answers on the lan.
-		if err := f.c.Get(ctx, client.ObjectKeyFromObject(adv), adv); err != nil {
-			t.Fatal(err)
-		}
-		adv.Spec.Interfaces = []string{"hl-none0"}
-		if err := f.c.Update(ctx, adv); err != nil {
-			t.Fatal(err)
-		}
+		f.update(t, ctx, adv, func() { adv.Spec.Interfaces = []string{"hl-none0"} })
 		statusIfaces([]string{"hl-none0"})
 		if err := cluster.Client().ForgetNeighbor(ctx, got[0]); err != nil {
 			t.Fatal(err)

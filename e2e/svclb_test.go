@@ -41,18 +41,14 @@ func TestServiceLB(t *testing.T) {
 	const label = "e2e-svclb"
 	setLabel := func(node string, on bool) {
 		t.Helper()
-		var n corev1.Node
-		if err := f.c.Get(ctx, types.NamespacedName{Name: node}, &n); err != nil {
-			t.Fatal(err)
-		}
-		if on {
-			n.Labels[label] = "yes"
-		} else {
-			delete(n.Labels, label)
-		}
-		if err := f.c.Update(ctx, &n); err != nil {
-			t.Fatal(err)
-		}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+		f.update(t, ctx, n, func() {
+			if on {
+				n.Labels[label] = "yes"
+			} else {
+				delete(n.Labels, label)
+			}
+		})
 	}
 	for _, n := range nodes {
 		t.Cleanup(func() {
@@ -93,14 +89,8 @@ func TestServiceLB(t *testing.T) {
 	t.Run("FollowsCordon", func(t *testing.T) {
 		cordon := func(name string, on bool) {
 			t.Helper()
-			var n corev1.Node
-			if err := f.c.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
-				t.Fatal(err)
-			}
-			n.Spec.Unschedulable = on
-			if err := f.c.Update(ctx, &n); err != nil {
-				t.Fatal(err)
-			}
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			f.update(t, ctx, n, func() { n.Spec.Unschedulable = on })
 		}
 		t.Cleanup(func() { cordon(nodes[0].Name, false) })
 		// A cordoned node keeps its svclb pod (a DaemonSet's pods stay) but leaves the status.
@@ -110,17 +100,13 @@ func TestServiceLB(t *testing.T) {
 		waitSvclbNodes(t, ctx, f, svc, nodes[0], nodes[2])
 	})
 	t.Run("GoneWithTheLoadBalancer", func(t *testing.T) {
-		if err := f.c.Get(ctx, svcKey(svc), svc); err != nil {
-			t.Fatal(err)
-		}
-		svc.Spec.Type = corev1.ServiceTypeClusterIP
-		svc.Spec.ExternalTrafficPolicy = ""
-		for i := range svc.Spec.Ports {
-			svc.Spec.Ports[i].NodePort = 0
-		}
-		if err := f.c.Update(ctx, svc); err != nil {
-			t.Fatal(err)
-		}
+		f.update(t, ctx, svc, func() {
+			svc.Spec.Type = corev1.ServiceTypeClusterIP
+			svc.Spec.ExternalTrafficPolicy = ""
+			for i := range svc.Spec.Ports {
+				svc.Spec.Ports[i].NodePort = 0
+			}
+		})
 		waitFor(t, ctx, "the DaemonSet of "+svc.Name+" deleted", func() (bool, error) {
 			err := f.c.Get(ctx, types.NamespacedName{Namespace: "herald-system", Name: daemonset.Name(svc)}, &appsv1.DaemonSet{})
 			return apierrors.IsNotFound(err), nil
