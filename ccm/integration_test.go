@@ -576,6 +576,14 @@ func TestLoadBalancer(t *testing.T) {
 		s, err := e.getService("onnodes")
 		return err == nil && slices.Contains(s.Finalizers, lbFinalizer) && svcstatus.NodePool(s) == "nodes", err
 	})
+	// Its condition may be written once more as the DaemonSet's pods come and go (no node runs them here):
+	// settled means no write for 2 s; a loop keeps writing after that.
+	e.eventually(30*time.Second, "onnodes settled (no write for 2 s)", func() (bool, error) {
+		_, n := watchNodes.counts()
+		time.Sleep(2 * time.Second)
+		_, m := watchNodes.counts()
+		return n == m, nil
+	})
 	_, before := watchNodes.counts()
 	time.Sleep(5 * time.Second)
 	if _, after := watchNodes.counts(); after != before {
