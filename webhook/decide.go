@@ -14,6 +14,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
@@ -178,36 +179,28 @@ func apply(current config.Objects, req Request) (config.Objects, error) {
 	if req.Object == nil {
 		return out, fmt.Errorf("%s %s: the request carries no object", req.Kind, req.Name)
 	}
-	newest := func(m *metav1.ObjectMeta) {
-		if m.CreationTimestamp.IsZero() {
-			m.CreationTimestamp = metav1.NewTime(req.Now)
-		}
+	ro, ok := req.Object.(runtime.Object)
+	if !ok {
+		return out, fmt.Errorf("%s %s: not a Herald configuration kind (%T)", req.Kind, req.Name, req.Object)
 	}
-	switch o := req.Object.(type) {
+	// A copy, dated now when it is new (the newest object loses a conflict).
+	obj := ro.DeepCopyObject()
+	if m := obj.(metav1.Object); m.GetCreationTimestamp().Time.IsZero() {
+		m.SetCreationTimestamp(metav1.NewTime(req.Now))
+	}
+	switch o := obj.(type) {
 	case *v1beta1.IPAddressPool:
-		c := *o.DeepCopy()
-		newest(&c.ObjectMeta)
-		out.Pools = append(out.Pools, c)
+		out.Pools = append(out.Pools, *o)
 	case *v1beta1.L2Advertisement:
-		c := *o.DeepCopy()
-		newest(&c.ObjectMeta)
-		out.L2Advertisements = append(out.L2Advertisements, c)
+		out.L2Advertisements = append(out.L2Advertisements, *o)
 	case *v1beta1.BGPAdvertisement:
-		c := *o.DeepCopy()
-		newest(&c.ObjectMeta)
-		out.BGPAdvertisements = append(out.BGPAdvertisements, c)
+		out.BGPAdvertisements = append(out.BGPAdvertisements, *o)
 	case *v1beta1.BGPPeer:
-		c := *o.DeepCopy()
-		newest(&c.ObjectMeta)
-		out.Peers = append(out.Peers, c)
+		out.Peers = append(out.Peers, *o)
 	case *v1beta1.Community:
-		c := *o.DeepCopy()
-		newest(&c.ObjectMeta)
-		out.Communities = append(out.Communities, c)
+		out.Communities = append(out.Communities, *o)
 	case *v1beta1.BFDProfile:
-		c := *o.DeepCopy()
-		newest(&c.ObjectMeta)
-		out.BFDProfiles = append(out.BFDProfiles, c)
+		out.BFDProfiles = append(out.BFDProfiles, *o)
 	default:
 		return out, fmt.Errorf("%s %s: not a Herald configuration kind (%T)", req.Kind, req.Name, req.Object)
 	}
