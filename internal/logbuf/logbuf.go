@@ -28,8 +28,11 @@ func (l *Buffer) String() string {
 }
 
 // Count is the number of lines that contain every one of sub.
-func (l *Buffer) Count(sub ...string) int {
-	n := 0
+func (l *Buffer) Count(sub ...string) int { return len(l.Lines(sub...)) }
+
+// Lines are the lines that contain every one of sub (every line without sub).
+func (l *Buffer) Lines(sub ...string) []string {
+	var out []string
 next:
 	for _, line := range strings.Split(l.String(), "\n") {
 		for _, s := range sub {
@@ -37,7 +40,7 @@ next:
 				continue next
 			}
 		}
-		n++
+		out = append(out, line)
 	}
-	return n
+	return out
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/herald-lb/herald/internal/logbuf"
 	"github.com/herald-lb/herald/nllb/feed"
 	"github.com/herald-lb/herald/nllb/health"
 )
@@ -97,7 +98,7 @@ func TestSpeakerFeedToTheNode(t *testing.T) {
 	apiSlice := createKubernetesSlice(t, ctx, admin, newSlice("kubernetes", ready("192.0.2.1", true), ready("192.0.2.2", true)))
 
 	// The node first: it starts from its seed, with no file yet.
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	reg := prometheus.NewRegistry()
 	o := DefaultOptions()
 	o.KubeconfigIn = in
@@ -136,14 +137,14 @@ func TestSpeakerFeedToTheNode(t *testing.T) {
 		}, logs)
 	}
 	waitFor(t, "the node notices there is no file yet", 30*time.Second, func() bool {
-		return len(logs.lines("not written yet")) == 1
+		return len(logs.Lines("not written yet")) == 1
 	}, logs)
 	if got, want := upstreamsByPort(t, reg, port), []string{seed.String()}; !slices.Equal(got, want) {
 		t.Fatalf("starting set %v, want the seed %v", got, want)
 	}
 
 	// The speaker's side.
-	wlogs := &syncBuffer{}
+	wlogs := &logbuf.Buffer{}
 	wreg := prometheus.NewRegistry()
 	wmet, err := feed.NewMetrics(wreg, feed.SourceFeed)
 	if err != nil {
@@ -208,7 +209,7 @@ func TestSpeakerFeedToTheNode(t *testing.T) {
 	// 3.
 	update(ready("192.0.2.1", false), ready("192.0.2.3", false))
 	waitFor(t, "the writer's no-ready-endpoint warning", 30*time.Second, func() bool {
-		return len(wlogs.lines("level=WARN", "no ready endpoint")) > 0
+		return len(wlogs.Lines("level=WARN", "no ready endpoint")) > 0
 	}, wlogs)
 	time.Sleep(500 * time.Millisecond) // a few of the node's reads
 	waitSet("nothing ready: the last set stays", []string{"192.0.2.1", "192.0.2.3"}, "127.0.0.1", "192.0.2.1", "192.0.2.3")
@@ -222,9 +223,9 @@ func TestSpeakerFeedToTheNode(t *testing.T) {
 	if err := writeFile(state, `{"version":1,"upstreams":["192.0.2.9`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the corrupt file logged", 30*time.Second, func() bool { return len(logs.lines("level=WARN", "unusable")) == 1 }, logs)
+	waitFor(t, "the corrupt file logged", 30*time.Second, func() bool { return len(logs.Lines("level=WARN", "unusable")) == 1 }, logs)
 	time.Sleep(500 * time.Millisecond)
-	if n := len(logs.lines("level=WARN", "unusable")); n != 1 {
+	if n := len(logs.Lines("level=WARN", "unusable")); n != 1 {
 		t.Errorf("the corrupt file logged %d times, want once", n)
 	}
 	if got, want := upstreamsByPort(t, reg, port), []string{at("127.0.0.1", port), at("192.0.2.5", port)}; !slices.Equal(got, want) {
@@ -233,17 +234,17 @@ func TestSpeakerFeedToTheNode(t *testing.T) {
 	startWriter()
 	waitSet("the writer rewrites the file", []string{"192.0.2.5"}, "127.0.0.1", "192.0.2.5")
 
-	if n := len(logs.lines("forbidden")); n != 0 {
-		t.Errorf("the node tried to watch: %q", logs.lines("forbidden"))
+	if n := len(logs.Lines("forbidden")); n != 0 {
+		t.Errorf("the node tried to watch: %q", logs.Lines("forbidden"))
 	}
-	if n := len(wlogs.lines("forbidden")); n != 0 {
-		t.Errorf("the writer was forbidden: %q", wlogs.lines("forbidden"))
+	if n := len(wlogs.Lines("forbidden")); n != 0 {
+		t.Errorf("the writer was forbidden: %q", wlogs.Lines("forbidden"))
 	}
 	if got := updates(t, wreg); got < 6 {
 		t.Errorf("feed writes counted: %v, want at least 6", got)
 	}
-	if n := len(logs.lines("upstream file applied")); n != 5 {
-		t.Errorf("the node applied %d sets from the file, want 5; logs:\n%s", n, strings.Join(logs.lines("nllb"), "\n"))
+	if n := len(logs.Lines("upstream file applied")); n != 5 {
+		t.Errorf("the node applied %d sets from the file, want 5; logs:\n%s", n, strings.Join(logs.Lines("nllb"), "\n"))
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
+	"github.com/herald-lb/herald/internal/logbuf"
 	"github.com/herald-lb/herald/nllb"
 )
 
@@ -168,7 +169,7 @@ func TestStaticPodArgsRun(t *testing.T) {
 			}
 		}
 	}
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	cmd := exec.CommandContext(ctx, bin, c.Args...)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -178,7 +179,7 @@ func TestStaticPodArgsRun(t *testing.T) {
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("herald nllb logs:\n%s", strings.Join(logs.lines(), "\n"))
+			t.Logf("herald nllb logs:\n%s", strings.Join(logs.Lines(), "\n"))
 		}
 	}()
 	probe := c.LivenessProbe.HTTPGet
@@ -209,7 +210,7 @@ func TestStaticPodArgsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the new file applied", 30*time.Second, func() bool {
-		return len(logs.lines("upstream file applied", "192.0.2.7:6443")) == 1
+		return len(logs.Lines("upstream file applied", "192.0.2.7:6443")) == 1
 	}, &logs)
 	if _, err := viaLB.CoreV1().Services("default").List(ctx, metav1.ListOptions{}); err != nil {
 		t.Fatalf("a request with 192.0.2.7 (nothing there) in the set: %v", err)

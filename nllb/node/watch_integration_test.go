@@ -3,7 +3,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +23,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/internal/logbuf"
 	"github.com/herald-lb/herald/nllb"
 	"github.com/herald-lb/herald/nllb/discovery"
 	"github.com/herald-lb/herald/nllb/health"
@@ -39,34 +38,6 @@ var srv *kubeapi.Server
 
 func TestMain(m *testing.M) {
 	os.Exit(kubeapi.RunTests(m, "herald-nllb-it-", "../../config/crd", &srv))
-}
-
-// syncBuffer collects the balancer's logs for the test to wait on.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(substr ...string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-next:
-	for _, l := range strings.Split(s.b.String(), "\n") {
-		for _, sub := range substr {
-			if !strings.Contains(l, sub) {
-				continue next
-			}
-		}
-		out = append(out, l)
-	}
-	return out
 }
 
 // upstreamsByPort is the upstream set of each balancer as its metrics show
@@ -108,12 +79,12 @@ func persisted(t *testing.T, path string) []string {
 	return out
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool, logs *syncBuffer) {
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool, logs *logbuf.Buffer) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; logs:\n%s", timeout, what, strings.Join(logs.lines(), "\n"))
+			t.Fatalf("timed out after %v waiting for %s; logs:\n%s", timeout, what, strings.Join(logs.Lines(), "\n"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -161,7 +132,7 @@ func TestWatchEndpointSlicesThroughTheBalancer(t *testing.T) {
 	slicesAPI := admin.DiscoveryV1().EndpointSlices("default")
 	apiSlice := createKubernetesSlice(t, ctx, admin, newSlice("kubernetes", ready("192.0.2.1", true), ready("192.0.2.2", true)))
 
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	reg := prometheus.NewRegistry()
 	o := DefaultOptions()
 	o.KubeconfigIn = in
@@ -194,9 +165,9 @@ func TestWatchEndpointSlicesThroughTheBalancer(t *testing.T) {
 
 	// 1. Forbidden: logged once, with the RBAC; the seed set stays.
 	waitFor(t, "the forbidden watch, retried at least once", 30*time.Second, func() bool {
-		return len(logs.lines("forbidden")) >= 2
+		return len(logs.Lines("forbidden")) >= 2
 	}, logs)
-	if errs := logs.lines("level=ERROR", "forbidden"); len(errs) != 1 || !strings.Contains(errs[0], "system:nodes") ||
+	if errs := logs.Lines("level=ERROR", "forbidden"); len(errs) != 1 || !strings.Contains(errs[0], "system:nodes") ||
 		!strings.Contains(errs[0], "endpointslices") {
 		t.Fatalf("want one error naming the RBAC, got %q", errs)
 	}
@@ -234,7 +205,7 @@ func TestWatchEndpointSlicesThroughTheBalancer(t *testing.T) {
 		_ = admin.RbacV1().Roles("default").Delete(context.Background(), role.Name, metav1.DeleteOptions{})
 	})
 	waitSet("the slice's endpoints and the seed", "127.0.0.1", "192.0.2.1", "192.0.2.2")
-	if n := len(logs.lines("level=ERROR", "forbidden")); n != 1 {
+	if n := len(logs.Lines("level=ERROR", "forbidden")); n != 1 {
 		t.Errorf("%d forbidden errors logged, want 1", n)
 	}
 	// Requests through the balancer keep working with the 192.0.2.x
@@ -274,7 +245,7 @@ func TestWatchEndpointSlicesThroughTheBalancer(t *testing.T) {
 	waitSet("the second slice deleted", "127.0.0.1", "192.0.2.3", "192.0.2.5")
 	update(ready("192.0.2.1", false), ready("192.0.2.3", false), ready("192.0.2.5", false))
 	waitFor(t, "the no-ready-endpoint warning", 30*time.Second, func() bool {
-		return len(logs.lines("level=WARN", "no ready endpoint")) > 0
+		return len(logs.Lines("level=WARN", "no ready endpoint")) > 0
 	}, logs)
 	api, konn := want("127.0.0.1", "192.0.2.3", "192.0.2.5")
 	if got := upstreamsByPort(t, reg, port); !slices.Equal(got, api) {
@@ -286,7 +257,7 @@ func TestWatchEndpointSlicesThroughTheBalancer(t *testing.T) {
 	if got := persisted(t, o.StateFile); !slices.Equal(got, api) {
 		t.Errorf("persisted after no ready endpoint: %v, want the last set %v", got, api)
 	}
-	if n := len(logs.lines(discovery.Namespace + "/" + discovery.ServiceName)); n == 0 {
+	if n := len(logs.Lines(discovery.Namespace + "/" + discovery.ServiceName)); n == 0 {
 		t.Error("the watcher's logs do not name the slices it watches")
 	}
 }
