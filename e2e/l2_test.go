@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,6 +134,7 @@ func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
 	}
 
 	ns := testNamespace(t, ctx)
+	logSpeakersOnFailure(t, c, ns, "web")
 	echoDeployment(t, ctx, ns)
 	prefer := corev1.IPFamilyPolicyPreferDualStack
 	svc := &corev1.Service{
@@ -290,6 +293,28 @@ func failover(t *testing.T, ctx context.Context, c client.Client, ns string, add
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The client's neighbour entry is watched from before the fault, so a takeover is seen even when the
+	// broken node's new speaker wins the address back before the next look at the table (a deleted speaker
+	// pod is replaced within a second or two).
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	changes, err := cl.WatchNeighbor(wctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var movedMu sync.Mutex
+	movedTo := ""
+	go func() {
+		for ev := range changes {
+			if n := nodeByMAC(ev.MAC); n != "" && n != node {
+				movedMu.Lock()
+				if movedTo == "" {
+					movedTo = n
+				}
+				movedMu.Unlock()
+			}
+		}
+	}()
 	sctx, stop := context.WithCancel(ctx)
 	type result struct {
 		rep e2e.StreamReport
@@ -306,23 +331,34 @@ func failover(t *testing.T, ctx context.Context, c client.Client, ns string, add
 		t.Fatal(err)
 	}
 	var next string
-	waitFor(t, ctx, "another node to take over "+addr.String()+" from "+node, func() (bool, error) {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	// Every fault here is over in seconds; two minutes is failure, and the rest of the test's time is left
+	// for the speakers' logs.
+	tctx, cancelTakeover := context.WithTimeout(ctx, 2*time.Minute)
+	waitFor(t, tctx, "another node to take over "+addr.String()+" from "+node, func() (bool, error) {
+		movedMu.Lock()
+		to := movedTo
+		movedMu.Unlock()
+		rctx, cancel := context.WithTimeout(tctx, 2*time.Second)
 		defer cancel()
 		m, err := cl.Neighbor(rctx, addr)
 		if err != nil {
 			return false, nil
 		}
 		next = nodeByMAC(m)
+		if to != "" && next == node {
+			next = to + " (then " + node + " again, its new speaker)"
+			return true, nil
+		}
 		if next != "" && next != node {
 			return true, nil
 		}
 		if move {
 			return false, nil
 		}
-		n, err := speakerRestarts(ctx, node)
+		n, err := speakerRestarts(tctx, node)
 		return err == nil && n > restarts, nil
 	})
+	cancelTakeover()
 	if next == node {
 		next = settledAnnouncer(t, ctx, c, ns, "web", addr) + " (its restarted speaker, before the others declared it dead)"
 	}
@@ -340,4 +376,48 @@ func failover(t *testing.T, ctx context.Context, c client.Client, ns string, add
 			t.Fatal(err)
 		}
 	}
+}
+
+// logSpeakersOnFailure logs, when the test has failed, what the speakers said: the Service's ServiceL2Status,
+// and for each speaker pod its node, restarts and the last lines of its log (and of its previous container's).
+// It runs before the cleanups registered earlier, so before Herald is removed.
+func logSpeakersOnFailure(t *testing.T, c client.Client, ns, name string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var st v1beta1.ServiceL2Status
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "herald-system", Name: speaker.StatusName(ns, name)}, &st); err != nil {
+			t.Logf("ServiceL2Status of %s/%s: %v", ns, name, err)
+		} else {
+			t.Logf("ServiceL2Status of %s/%s: node %q, interfaces %v", ns, name, st.Status.Node, st.Status.Interfaces)
+		}
+		pods, err := cluster.Kube().CoreV1().Pods("herald-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=speaker"})
+		if err != nil {
+			t.Logf("speaker pods: %v", err)
+			return
+		}
+		tail := int64(40)
+		for _, p := range pods.Items {
+			var restarts int32
+			for _, cs := range p.Status.ContainerStatuses {
+				restarts += cs.RestartCount
+			}
+			t.Logf("speaker %s on %s: phase %s, %d restarts", p.Name, p.Spec.NodeName, p.Status.Phase, restarts)
+			for _, previous := range []bool{false, true} {
+				if previous && restarts == 0 {
+					continue
+				}
+				b, err := cluster.Kube().CoreV1().Pods(p.Namespace).GetLogs(p.Name,
+					&corev1.PodLogOptions{Container: "speaker", TailLines: &tail, Previous: previous}).DoRaw(ctx)
+				if err != nil {
+					t.Logf("  log (previous %v): %v", previous, err)
+					continue
+				}
+				t.Logf("  log (previous %v):\n    %s", previous, strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", "\n    "))
+			}
+		}
+	})
 }
