@@ -33,14 +33,19 @@ func TestL2NeighbourSurvivesUnreachabilityDetection(t *testing.T) {
 	d := time.Duration(envInt(t, "HERALD_E2E_NUD_SECONDS", 90, 10, 3600)) * time.Second
 	ctx := testContext(t, d+6*time.Minute)
 	f := installSpeakers(t, ctx)
+	// ARP always; NDP where the cluster has IPv6 (an IPv4-only cluster, kind's or LAB_IPV6=0, has no IPv6 range).
 	r := cluster.Ranges()
-	if !r.L2v6.IsValid() {
-		t.Skip("the cluster is IPv4 only (LAB_IPV6=0): the NDP case needs IPv6")
+	addrs := []netip.Addr{nthAddr(r.L2, 31)}
+	poolAddrs := []string{addrs[0].String() + "/32"}
+	if r.L2v6.IsValid() {
+		v6 := nthAddr(r.L2v6, 31)
+		addrs, poolAddrs = append(addrs, v6), append(poolAddrs, v6.String()+"/128")
+	} else {
+		t.Log("the cluster is IPv4 only: ARP only, no NDP case")
 	}
-	v4, v6 := nthAddr(r.L2, 31), nthAddr(r.L2v6, 31)
 	f.create(t, ctx, &v1beta1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-nud", Namespace: "herald-system"},
-		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{v4.String() + "/32", v6.String() + "/128"}},
+		Spec:       v1beta1.IPAddressPoolSpec{Addresses: poolAddrs},
 	})
 	f.create(t, ctx, &v1beta1.L2Advertisement{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-nud", Namespace: "herald-system"},
@@ -54,7 +59,7 @@ func TestL2NeighbourSurvivesUnreachabilityDetection(t *testing.T) {
 		Spec: corev1.ServiceSpec{
 			Type:           corev1.ServiceTypeLoadBalancer,
 			IPFamilyPolicy: &prefer,
-			IPFamilies:     []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			IPFamilies:     []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}[:len(addrs)],
 			Selector:       echoLabels,
 			Ports:          []corev1.ServicePort{{Name: "udp", Port: 9090, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolUDP}},
 		},
@@ -64,11 +69,11 @@ func TestL2NeighbourSurvivesUnreachabilityDetection(t *testing.T) {
 	}
 	waitFor(t, ctx, "the service's addresses", func() (bool, error) {
 		err := f.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "nud"}, svc)
-		return err == nil && len(svc.Status.LoadBalancer.Ingress) == 2, err
+		return err == nil && len(svc.Status.LoadBalancer.Ingress) == len(addrs), err
 	})
-	owner := settled(t, ctx, "one announcer", []netip.Addr{v4, v6}, anyNode)
+	owner := settled(t, ctx, "one announcer", addrs, anyNode)
 	// kube-proxy programs the Service on its own time: wait until both addresses answer.
-	for _, a := range []netip.Addr{v4, v6} {
+	for _, a := range addrs {
 		waitFor(t, ctx, "UDP answers from "+a.String(), func() (bool, error) {
 			sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
@@ -88,7 +93,7 @@ func TestL2NeighbourSurvivesUnreachabilityDetection(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var ws []*watched
-	for _, a := range []netip.Addr{v6, v4} {
+	for _, a := range addrs {
 		ch, err := cl.WatchNeighbor(wctx, a)
 		if err != nil {
 			t.Fatal(err)
@@ -131,13 +136,13 @@ func TestL2NeighbourSurvivesUnreachabilityDetection(t *testing.T) {
 	}
 	mu.Unlock()
 
-	t.Logf("streaming UDP every 10 ms to %s and %s (announced by %s) for %v", v4, v6, owner[v4], d)
+	t.Logf("streaming UDP every 10 ms to %v (announced by %s) for %v", addrs, owner[addrs[0]], d)
 	sctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	reports := make([]e2e.StreamReport, 2)
-	errs := make([]error, 2)
+	reports := make([]e2e.StreamReport, len(addrs))
+	errs := make([]error, len(addrs))
 	var wg sync.WaitGroup
-	for i, a := range []netip.Addr{v6, v4} {
+	for i, a := range addrs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -179,7 +184,7 @@ func TestL2NeighbourSurvivesUnreachabilityDetection(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	fmt.Printf("NUD: no FAILED entry and no datagram lost in %v of one-way UDP to %s and %s\n", d, v4, v6)
+	fmt.Printf("NUD: no FAILED entry and no datagram lost in %v of one-way UDP to %v\n", d, addrs)
 }
 
 // seqRanges writes sorted sequence numbers as ranges: "0-3 17 40-41".
