@@ -129,9 +129,14 @@ type gkey struct {
 }
 
 type garp struct {
-	left int
-	next time.Time
+	left   int
+	next   time.Time
+	failed int // failed sends of the current round
 }
+
+// announceRetries is how often a failed gratuitous announcement is retried,
+// MinBackoff apart, before its round counts as done.
+const announceRetries = 10
 
 // Engine converges listeners and node state to a desired set.
 type Engine struct {
@@ -201,7 +206,10 @@ func New(cfg Config) *Engine {
 	}
 	go e.loop()
 	if watch {
-		go e.watchLinks()
+		// Subscribed before New returns: a link that goes down and up right
+		// after (faster than the periodic check) is still seen.
+		ch, done, err := e.subscribeLinks()
+		go e.watchLinks(ch, done, err)
 	}
 	return e
 }
@@ -209,18 +217,9 @@ func New(cfg Config) *Engine {
 // watchLinks follows rtnetlink link events so that a listener's interface
 // is re-checked at once when it changes (deleted, recreated, down, up),
 // not only at the next periodic check, which stays as the fallback.
-func (e *Engine) watchLinks() {
+func (e *Engine) watchLinks(ch chan netlink.LinkUpdate, done chan struct{}, err error) {
 	for {
-		ch := make(chan netlink.LinkUpdate, 64)
-		done := make(chan struct{})
-		opts := netlink.LinkSubscribeOptions{
-			ErrorCallback: func(err error) { e.log.Debug("link events", "error", err) },
-		}
-		if e.cfg.Host.NS.IsOpen() {
-			ns := e.cfg.Host.NS
-			opts.Namespace = &ns
-		}
-		if err := netlink.LinkSubscribeWithOptions(ch, done, opts); err != nil {
+		if err != nil {
 			e.log.Debug("cannot follow link events; relying on periodic checks", "error", err)
 		} else {
 			e.followLinks(ch)
@@ -231,7 +230,23 @@ func (e *Engine) watchLinks() {
 			return
 		case <-time.After(e.cfg.Check):
 		}
+		ch, done, err = e.subscribeLinks()
 	}
+}
+
+// subscribeLinks subscribes to the link events of the engine's namespace;
+// closing done ends the subscription.
+func (e *Engine) subscribeLinks() (chan netlink.LinkUpdate, chan struct{}, error) {
+	ch := make(chan netlink.LinkUpdate, 64)
+	done := make(chan struct{})
+	opts := netlink.LinkSubscribeOptions{
+		ErrorCallback: func(err error) { e.log.Debug("link events", "error", err) },
+	}
+	if e.cfg.Host.NS.IsOpen() {
+		ns := e.cfg.Host.NS
+		opts.Namespace = &ns
+	}
+	return ch, done, netlink.LinkSubscribeWithOptions(ch, done, opts)
 }
 
 func (e *Engine) followLinks(ch <-chan netlink.LinkUpdate) {
@@ -520,10 +535,21 @@ func (e *Engine) reconcileLocked(now time.Time) {
 			continue
 		}
 		if err := st.link.Announce(k.a); err != nil {
-			e.log.Debug("gratuitous announcement failed", "interface", k.iface, "address", k.a, "error", err)
+			// A send can fail for a moment (an interface just back up, its
+			// IPv6 link-local address not usable yet): retry soon rather
+			// than lose the round; after announceRetries it counts as done.
+			if g.failed < announceRetries {
+				g.failed++
+				g.next = now.Add(e.cfg.MinBackoff)
+				e.log.Debug("gratuitous announcement failed; retrying", "interface", k.iface, "address", k.a, "error", err)
+				continue
+			}
+			e.log.Warn("gratuitous announcement failed", "interface", k.iface, "address", k.a,
+				"tries", g.failed+1, "error", err)
 		} else {
 			e.counter(k.iface).Gratuitous.Add(1)
 		}
+		g.failed = 0
 		g.left--
 		g.next = now.Add(e.cfg.Interval)
 		if g.left <= 0 {

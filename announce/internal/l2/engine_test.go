@@ -22,6 +22,7 @@ type fake struct {
 	links    map[string]*fakeLink
 	index    int
 	loseFail bool
+	annFail  int // announcements that still fail
 }
 
 func newFake() *fake { return &fake{missing: map[string]int{}, links: map[string]*fakeLink{}} }
@@ -109,7 +110,20 @@ func (l *fakeLink) Update(addrs []netip.Addr) error {
 	return nil
 }
 
-func (l *fakeLink) Announce(a netip.Addr) error { l.f.log("announce %s %s", l.name, a); return nil }
+func (l *fakeLink) Announce(a netip.Addr) error {
+	l.f.mu.Lock()
+	fail := l.f.annFail > 0
+	if fail {
+		l.f.annFail--
+	}
+	l.f.mu.Unlock()
+	if fail {
+		l.f.log("announce failed %s %s", l.name, a)
+		return errors.New("sendto: cannot assign requested address")
+	}
+	l.f.log("announce %s %s", l.name, a)
+	return nil
+}
 
 func (l *fakeLink) Close() error {
 	l.once.Do(func() { close(l.closed); l.f.log("close %s", l.name) })
@@ -200,6 +214,45 @@ func TestGainOrderAndGratuitous(t *testing.T) {
 	}
 	if s := e.Stats()["eth0"]; s.Gratuitous != 3 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A failed announcement is retried MinBackoff later instead of losing its
+// round; one that keeps failing gives its round up after announceRetries
+// retries, with a warning, and the next round still comes.
+func TestFailedAnnouncementRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		fail      int
+		wantSent  uint64
+		wantWarns int
+	}{
+		{name: "transient", fail: 3, wantSent: 2},
+		{name: "persistent", fail: announceRetries + 1, wantSent: 1, wantWarns: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.annFail = tc.fail
+			e, lc := start(t, f, Config{Gratuitous: 2, Interval: 50 * time.Millisecond, MinBackoff: 5 * time.Millisecond, Check: time.Hour})
+			if err := e.Set(map[netip.Addr][]string{a1: {"eth0"}}); err != nil {
+				t.Fatal(err)
+			}
+			var events []string
+			deadline := time.Now().Add(10 * time.Second)
+			for count(events, "announce eth0") < int(tc.wantSent) || count(events, "announce failed") < tc.fail {
+				if time.Now().After(deadline) {
+					t.Fatalf("announcements %q, want %d failed and %d sent", events, tc.fail, tc.wantSent)
+				}
+				time.Sleep(5 * time.Millisecond)
+				events = append(events, f.take()...)
+			}
+			if s := e.Stats()["eth0"]; s.Gratuitous != tc.wantSent {
+				t.Fatalf("stats %+v, want %d sent", s, tc.wantSent)
+			}
+			if n := lc.count(slog.LevelWarn); n != tc.wantWarns {
+				t.Fatalf("%d warnings, want %d", n, tc.wantWarns)
+			}
+		})
 	}
 }
 
