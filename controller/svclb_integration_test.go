@@ -217,9 +217,13 @@ func TestSvclbDaemonSetLifecycle(t *testing.T) {
 	if c := ds.Spec.Template.Spec.Containers; len(c) != 1 || c[0].Name != "lb-tcp-80" || c[0].Image != svclbImage {
 		t.Errorf("containers %+v, want one lb-tcp-80 running %s", c, svclbImage)
 	}
-	if got := e.get("web").Annotations[svcstatus.AnnotationPool]; got != "nodes" {
-		t.Errorf("pool annotation %q, want nodes", got)
-	}
+	// The DaemonSet is made before the Service is written (pool annotation, then status).
+	e.eventually(15*time.Second, func() string {
+		if got := e.get("web").Annotations[svcstatus.AnnotationPool]; got != "nodes" {
+			return fmt.Sprintf("pool annotation %q, want nodes", got)
+		}
+		return ""
+	})
 
 	// Drift: someone edits the image; the controller puts it back.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
