@@ -272,11 +272,18 @@ func speakerRestarts(ctx context.Context, node string) (int32, error) {
 	}
 	var n int32
 	for _, p := range pods.Items {
-		for _, cs := range p.Status.ContainerStatuses {
-			n += cs.RestartCount
-		}
+		n += podRestarts(p)
 	}
 	return n, nil
+}
+
+// podRestarts sums the restarts of a pod's containers.
+func podRestarts(p corev1.Pod) int32 {
+	var n int32
+	for _, cs := range p.Status.ContainerStatuses {
+		n += cs.RestartCount
+	}
+	return n
 }
 
 // failover breaks the node that announces addr now (the speakers settled: a restarted speaker may have taken
@@ -401,10 +408,7 @@ func logSpeakersOnFailure(t *testing.T, c client.Client, ns, name string) {
 		}
 		tail := int64(40)
 		for _, p := range pods.Items {
-			var restarts int32
-			for _, cs := range p.Status.ContainerStatuses {
-				restarts += cs.RestartCount
-			}
+			restarts := podRestarts(p)
 			t.Logf("speaker %s on %s: phase %s, %d restarts", p.Name, p.Spec.NodeName, p.Status.Phase, restarts)
 			for _, previous := range []bool{false, true} {
 				if previous && restarts == 0 {

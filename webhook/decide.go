@@ -184,8 +184,9 @@ func apply(current config.Objects, req Request) (config.Objects, error) {
 		return out, fmt.Errorf("%s %s: not a Herald configuration kind (%T)", req.Kind, req.Name, req.Object)
 	}
 	// A copy, dated now when it is new (the newest object loses a conflict).
+	// A kind without object metadata is refused by the switch below.
 	obj := ro.DeepCopyObject()
-	if m := obj.(metav1.Object); m.GetCreationTimestamp().Time.IsZero() {
+	if m, ok := obj.(metav1.Object); ok && m.GetCreationTimestamp().Time.IsZero() {
 		m.SetCreationTimestamp(metav1.NewTime(req.Now))
 	}
 	switch o := obj.(type) {
