@@ -53,7 +53,7 @@ kube-bin:
 
 ## integration: controller, speaker, svclb DaemonSet, cleanup, Helm chart and herald ccm tests against a real kube-apiserver + etcd (with -race)
 integration: kube-bin
-	$(GO) test -race -tags integration -count=1 -timeout 20m ./controller/ ./speaker/ ./svclb/daemonset/ ./nllb/node/ ./cleanup/ ./charts/ ./ccm/
+	$(GO) test -race -tags integration -count=1 -timeout 20m ./config/crdtest/ ./controller/ ./speaker/ ./svclb/daemonset/ ./nllb/node/ ./cleanup/ ./charts/ ./ccm/
 
 HELM ?= $(HERALD_CACHE)/helm-v3.22.0/bin/helm
 

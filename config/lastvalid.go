@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"reflect"
 	"sort"
 
@@ -94,8 +95,10 @@ func ParseKeepingLastValid(objs Objects) Resolved {
 				if why[ref] != nil || len(errs) == 0 {
 					continue
 				}
-				if a.substitute(&work, i) {
+				_, unreadable := work.Unreadable[ref]
+				if a.substitute(&work, i, unreadable) {
 					why[ref] = errs
+					delete(work.Unreadable, ref)
 					changed = true
 				}
 			}
@@ -137,58 +140,59 @@ type accessor struct {
 	count func(*Objects) int
 	name  func(*Objects, int) string
 	// substitute replaces object i's spec by its last valid spec and reports
-	// whether that changed anything.
-	substitute func(*Objects, int) bool
+	// whether that changed anything (always, for an unreadable spec).
+	substitute func(o *Objects, i int, unreadable bool) bool
 }
 
 var accessors = []accessor{
 	{KindIPAddressPool,
 		func(o *Objects) int { return len(o.Pools) },
 		func(o *Objects, i int) string { return o.Pools[i].Name },
-		func(o *Objects, i int) bool {
+		func(o *Objects, i int, unreadable bool) bool {
 			p := &o.Pools[i]
-			return substitute(&p.Spec, p.Status.LastValidSpec)
+			return substitute(&p.Spec, p.Status.LastValidSpec, unreadable)
 		}},
 	{KindL2Advertisement,
 		func(o *Objects) int { return len(o.L2Advertisements) },
 		func(o *Objects, i int) string { return o.L2Advertisements[i].Name },
-		func(o *Objects, i int) bool {
+		func(o *Objects, i int, unreadable bool) bool {
 			a := &o.L2Advertisements[i]
-			return substitute(&a.Spec, a.Status.LastValidSpec)
+			return substitute(&a.Spec, a.Status.LastValidSpec, unreadable)
 		}},
 	{KindBGPAdvertisement,
 		func(o *Objects) int { return len(o.BGPAdvertisements) },
 		func(o *Objects, i int) string { return o.BGPAdvertisements[i].Name },
-		func(o *Objects, i int) bool {
+		func(o *Objects, i int, unreadable bool) bool {
 			a := &o.BGPAdvertisements[i]
-			return substitute(&a.Spec, a.Status.LastValidSpec)
+			return substitute(&a.Spec, a.Status.LastValidSpec, unreadable)
 		}},
 	{KindBGPPeer,
 		func(o *Objects) int { return len(o.Peers) },
 		func(o *Objects, i int) string { return o.Peers[i].Name },
-		func(o *Objects, i int) bool {
+		func(o *Objects, i int, unreadable bool) bool {
 			p := &o.Peers[i]
-			return substitute(&p.Spec, p.Status.LastValidSpec)
+			return substitute(&p.Spec, p.Status.LastValidSpec, unreadable)
 		}},
 	{KindCommunity,
 		func(o *Objects) int { return len(o.Communities) },
 		func(o *Objects, i int) string { return o.Communities[i].Name },
-		func(o *Objects, i int) bool {
+		func(o *Objects, i int, unreadable bool) bool {
 			c := &o.Communities[i]
-			return substitute(&c.Spec, c.Status.LastValidSpec)
+			return substitute(&c.Spec, c.Status.LastValidSpec, unreadable)
 		}},
 	{KindBFDProfile,
 		func(o *Objects) int { return len(o.BFDProfiles) },
 		func(o *Objects, i int) string { return o.BFDProfiles[i].Name },
-		func(o *Objects, i int) bool {
+		func(o *Objects, i int, unreadable bool) bool {
 			b := &o.BFDProfiles[i]
-			return substitute(&b.Spec, b.Status.LastValidSpec)
+			return substitute(&b.Spec, b.Status.LastValidSpec, unreadable)
 		}},
 }
 
-// substitute sets *spec to *last when last is set and differs.
-func substitute[T any](spec *T, last *T) bool {
-	if last == nil || reflect.DeepEqual(*spec, *last) {
+// substitute sets *spec to *last when last is set and differs (or the spec
+// could not be read).
+func substitute[T any](spec *T, last *T, unreadable bool) bool {
+	if last == nil || (!unreadable && reflect.DeepEqual(*spec, *last)) {
 		return false
 	}
 	*spec = *last
@@ -205,6 +209,7 @@ func copyObjects(o Objects) Objects {
 		Peers:             append([]v1beta1.BGPPeer(nil), o.Peers...),
 		Communities:       append([]v1beta1.Community(nil), o.Communities...),
 		BFDProfiles:       append([]v1beta1.BFDProfile(nil), o.BFDProfiles...),
+		Unreadable:        maps.Clone(o.Unreadable),
 	}
 }
 

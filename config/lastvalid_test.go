@@ -180,3 +180,58 @@ func copyDeep(o Objects) Objects {
 	}
 	return out
 }
+
+// TestUnreadableObjects: an object whose spec could not be read as its type
+// is broken, named by field; with a last valid spec it is served from it,
+// and it costs no other object anything.
+func TestUnreadableObjects(t *testing.T) {
+	peer := func(name, addr string, last bool) v1beta1.BGPPeer {
+		p := v1beta1.BGPPeer{}
+		p.Name = name
+		p.Spec = v1beta1.BGPPeerSpec{MyASN: 64500, PeerASN: 64501, PeerAddress: addr}
+		if last {
+			p.Status.LastValidSpec = &v1beta1.BGPPeerSpec{MyASN: 64500, PeerASN: 64501, PeerAddress: addr}
+			p.Spec = v1beta1.BGPPeerSpec{} // what the decoder keeps of an unreadable spec
+		}
+		return p
+	}
+	objs := Objects{
+		Pools: []v1beta1.IPAddressPool{pool("lan", 1, "10.0.0.0/24")},
+		Peers: []v1beta1.BGPPeer{peer("kept", "10.0.0.1", true), peer("lost", "10.0.0.2", false), peer("fine", "10.0.0.3", false)},
+		Unreadable: map[ObjectRef]Unreadable{
+			{KindBGPPeer, "kept"}: {Field: "spec.holdTime", Message: `time: missing unit in duration "90"`},
+			{KindBGPPeer, "lost"}: {Field: "spec.myASN", Message: "does not fit"},
+		},
+	}
+	objs.Peers[1].Spec = v1beta1.BGPPeerSpec{}
+	res := ParseKeepingLastValid(objs)
+	var served []string
+	for _, p := range res.Config.Peers {
+		served = append(served, p.Name+"="+p.Address.String())
+	}
+	if got := strings.Join(served, ","); got != "fine=10.0.0.3,kept=10.0.0.1" {
+		t.Errorf("served %s, want fine and kept (from its last valid spec)", got)
+	}
+	if len(res.Config.Pools) != 1 {
+		t.Errorf("pools %v, want lan served", res.Config.Pools)
+	}
+	want := map[string]struct {
+		serving Serving
+		text    string
+	}{
+		"kept": {ServingLastValid, `spec.holdTime: cannot be read: time: missing unit in duration "90"`},
+		"lost": {ServingNone, "spec.myASN: cannot be read: does not fit"},
+		"fine": {ServingCurrent, ""},
+	}
+	for name, w := range want {
+		st := res.States[ObjectRef{KindBGPPeer, name}]
+		if st.Serving != w.serving || st.Problems.Summary() != w.text {
+			t.Errorf("%s: %v %q, want %v %q", name, st.Serving, st.Problems.Summary(), w.serving, w.text)
+		}
+	}
+	// Parse alone (no last valid rule) leaves both out.
+	cfg, probs := Parse(objs)
+	if len(cfg.Peers) != 1 || len(probs.Errors()) != 2 {
+		t.Errorf("Parse: peers %v problems %v, want fine alone and two errors", cfg.Peers, probs)
+	}
+}

@@ -7,6 +7,7 @@ package config
 import (
 	"net/netip"
 	"slices"
+	"sort"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,14 +97,13 @@ func (p *Pool) HasFamily(ipv6 bool) bool {
 	return false
 }
 
-// Contains reports whether a is one of the pool's addresses.
+// Contains reports whether a is one of the pool's addresses, in O(log n)
+// in the number of ranges.
 func (p *Pool) Contains(a netip.Addr) bool {
-	for _, r := range p.Ranges {
-		if r.Contains(a) {
-			return true
-		}
-	}
-	return false
+	// Ranges are sorted and disjoint: the first whose last address is not
+	// below a is the only one that can hold it.
+	i := sort.Search(len(p.Ranges), func(i int) bool { return p.Ranges[i].Last.Compare(a) >= 0 })
+	return i < len(p.Ranges) && p.Ranges[i].Contains(a)
 }
 
 // NodeAddressSource describes a pool made of node addresses.

@@ -20,6 +20,9 @@ const (
 	KindBFDProfile       = "BFDProfile"
 )
 
+// Kinds are the configuration kinds, in the order Parse reads them.
+var Kinds = []string{KindIPAddressPool, KindL2Advertisement, KindBGPAdvertisement, KindBGPPeer, KindCommunity, KindBFDProfile}
+
 // Objects are the raw configuration objects, as read from the API server (all
 // from the install namespace).
 type Objects struct {
@@ -29,6 +32,53 @@ type Objects struct {
 	Peers             []v1beta1.BGPPeer
 	Communities       []v1beta1.Community
 	BFDProfiles       []v1beta1.BFDProfile
+	// Unreadable names the objects above whose spec could not be read as
+	// its Go type (stored under an older or looser schema): they are in
+	// their kind's list with metadata and status only. Parse reports each
+	// as broken; ParseKeepingLastValid serves its last valid spec.
+	Unreadable map[ObjectRef]Unreadable
+}
+
+// Unreadable says why an object's spec could not be read.
+type Unreadable struct {
+	// Field is the JSON path of the field that could not be read
+	// (spec.holdTime), or "" when the object as a whole could not.
+	Field   string
+	Message string
+}
+
+// readable returns objs without the unreadable objects, each reported as
+// an error.
+func readable(objs Objects, probs *Problems) Objects {
+	if len(objs.Unreadable) == 0 {
+		return objs
+	}
+	for ref, u := range objs.Unreadable {
+		r := &reporter{kind: ref.Kind, name: ref.Name, out: probs}
+		r.errorf(u.Field, "cannot be read: %s", u.Message)
+	}
+	keep := func(kind, name string) bool {
+		_, bad := objs.Unreadable[ObjectRef{kind, name}]
+		return !bad
+	}
+	return Objects{
+		Pools:             filter(objs.Pools, func(o v1beta1.IPAddressPool) bool { return keep(KindIPAddressPool, o.Name) }),
+		L2Advertisements:  filter(objs.L2Advertisements, func(o v1beta1.L2Advertisement) bool { return keep(KindL2Advertisement, o.Name) }),
+		BGPAdvertisements: filter(objs.BGPAdvertisements, func(o v1beta1.BGPAdvertisement) bool { return keep(KindBGPAdvertisement, o.Name) }),
+		Peers:             filter(objs.Peers, func(o v1beta1.BGPPeer) bool { return keep(KindBGPPeer, o.Name) }),
+		Communities:       filter(objs.Communities, func(o v1beta1.Community) bool { return keep(KindCommunity, o.Name) }),
+		BFDProfiles:       filter(objs.BFDProfiles, func(o v1beta1.BFDProfile) bool { return keep(KindBFDProfile, o.Name) }),
+	}
+}
+
+func filter[T any](in []T, keep func(T) bool) []T {
+	var out []T
+	for _, o := range in {
+		if keep(o) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Parse validates the objects and builds the model. It never fails as a whole:
@@ -41,6 +91,7 @@ type Objects struct {
 func Parse(objs Objects) (*Config, Problems) {
 	var probs Problems
 	cfg := &Config{Communities: map[string]CommunityValue{}}
+	objs = readable(objs, &probs)
 
 	parseCommunities(objs.Communities, cfg, &probs)
 
@@ -96,10 +147,10 @@ func sortedByName[T any](in []T, name func(T) string) []T {
 
 // compileSelectors turns label selectors into labels.Selector, reporting each
 // bad one at field[i].
-func compileSelectors(r *reporter, field string, in []metav1.LabelSelector) []labels.Selector {
+func compileSelectors(r *reporter, field string, in []v1beta1.LabelSelector) []labels.Selector {
 	out := make([]labels.Selector, 0, len(in))
 	for i := range in {
-		s, err := metav1.LabelSelectorAsSelector(&in[i])
+		s, err := metav1.LabelSelectorAsSelector(in[i].AsMeta())
 		if err != nil {
 			r.errorf(fmt.Sprintf("%s[%d]", field, i), "invalid label selector: %v", err)
 			continue
@@ -112,7 +163,7 @@ func compileSelectors(r *reporter, field string, in []metav1.LabelSelector) []la
 // selectPools resolves an advertisement's pool names and pool selectors to
 // the names of valid pools (all pools when both are empty). Names of missing
 // or broken pools are warnings.
-func selectPools(r *reporter, cfg *Config, brokenPools map[string]bool, names []string, selectors []metav1.LabelSelector) []string {
+func selectPools(r *reporter, cfg *Config, brokenPools map[string]bool, names []string, selectors []v1beta1.LabelSelector) []string {
 	sels := compileSelectors(r, "spec.ipAddressPoolSelectors", selectors)
 	chosen := map[string]bool{}
 	for i, n := range names {

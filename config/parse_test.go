@@ -22,17 +22,17 @@ func pool(name string, age int, addrs ...string) v1beta1.IPAddressPool {
 	return v1beta1.IPAddressPool{ObjectMeta: meta(name, age), Spec: v1beta1.IPAddressPoolSpec{Addresses: addrs}}
 }
 
-func peer(name string, age int, addr string, sel ...metav1.LabelSelector) v1beta1.BGPPeer {
+func peer(name string, age int, addr string, sel ...v1beta1.LabelSelector) v1beta1.BGPPeer {
 	return v1beta1.BGPPeer{ObjectMeta: meta(name, age), Spec: v1beta1.BGPPeerSpec{MyASN: 64512, PeerASN: 64500, PeerAddress: addr, NodeSelectors: sel}}
 }
 
 func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 func i32(v int32) *int32                   { return &v }
 
-func sel(kv ...string) metav1.LabelSelector {
-	s := metav1.LabelSelector{MatchLabels: map[string]string{}}
+func sel(kv ...string) v1beta1.LabelSelector {
+	s := v1beta1.LabelSelector{MatchLabels: map[string]v1beta1.LabelValue{}}
 	for i := 0; i+1 < len(kv); i += 2 {
-		s.MatchLabels[kv[i]] = kv[i+1]
+		s.MatchLabels[kv[i]] = v1beta1.LabelValue(kv[i+1])
 	}
 	return s
 }
@@ -120,6 +120,36 @@ func TestParsePools(t *testing.T) {
 			problems: []want{{Error, KindIPAddressPool, "a", "spec.addresses[1]", "overlaps 10.0.0.0/24 (spec.addresses[0])"}},
 		},
 		{
+			name:  "overlaps inside one pool are reported once per entry, in any order",
+			pools: []v1beta1.IPAddressPool{pool("a", 0, "10.0.2.0/24", "10.0.0.0/16", "10.0.1.0/24", "10.1.0.0/24", "10.0.2.0/24")},
+			problems: []want{
+				{Error, KindIPAddressPool, "a", "spec.addresses[1]", "10.0.0.0/16 overlaps 10.0.2.0/24 (spec.addresses[0])"},
+				{Error, KindIPAddressPool, "a", "spec.addresses[2]", "10.0.1.0/24 overlaps 10.0.0.0/16 (spec.addresses[1])"},
+				{Error, KindIPAddressPool, "a", "spec.addresses[4]", "10.0.2.0/24 overlaps 10.0.0.0/16 (spec.addresses[1])"},
+			},
+		},
+		{name: "loopback", pools: []v1beta1.IPAddressPool{pool("a", 0, "127.0.0.0/30")},
+			problems: []want{{Error, KindIPAddressPool, "a", "spec.addresses[0]", "includes loopback addresses (127.0.0.0/8)"}}},
+		{name: "IPv6 loopback", pools: []v1beta1.IPAddressPool{pool("a", 0, "::1/128")},
+			problems: []want{{Error, KindIPAddressPool, "a", "spec.addresses[0]", "the loopback address (::1/128)"}}},
+		{name: "multicast", pools: []v1beta1.IPAddressPool{pool("a", 0, "239.1.1.0/24")},
+			problems: []want{{Error, KindIPAddressPool, "a", "spec.addresses[0]", "multicast addresses (224.0.0.0/4)"}}},
+		{name: "IPv6 multicast", pools: []v1beta1.IPAddressPool{pool("a", 0, "ff02::1-ff02::9")},
+			problems: []want{{Error, KindIPAddressPool, "a", "spec.addresses[0]", "multicast addresses (ff00::/8)"}}},
+		{name: "link-local", pools: []v1beta1.IPAddressPool{pool("a", 0, "169.254.10.0/24")},
+			problems: []want{{Error, KindIPAddressPool, "a", "spec.addresses[0]", "link-local addresses (169.254.0.0/16)"}}},
+		{name: "IPv6 link-local", pools: []v1beta1.IPAddressPool{pool("a", 0, "fe80::/64")},
+			problems: []want{{Error, KindIPAddressPool, "a", "spec.addresses[0]", "link-local addresses (fe80::/10)"}}},
+		{name: "unspecified", pools: []v1beta1.IPAddressPool{pool("a", 0, "0.0.0.0/0")},
+			problems: []want{{Error, KindIPAddressPool, "a", "spec.addresses[0]", "the unspecified address (0.0.0.0/32)"}}},
+		{name: "IPv6 unspecified", pools: []v1beta1.IPAddressPool{pool("a", 0, "::/127")},
+			problems: []want{{Error, KindIPAddressPool, "a", "spec.addresses[0]", "the unspecified address (::/128)"}}},
+		{name: "broadcast", pools: []v1beta1.IPAddressPool{pool("a", 0, "255.255.255.0/24")},
+			problems: []want{{Error, KindIPAddressPool, "a", "spec.addresses[0]", "the broadcast address (255.255.255.255/32)"}}},
+		{name: "a range over IPv4-mapped IPv6", pools: []v1beta1.IPAddressPool{pool("a", 0, "::fffe:0:0-::ffff:0:5")},
+			problems: []want{{Error, KindIPAddressPool, "a", "spec.addresses[0]", "IPv4-mapped"}}},
+		{name: "a /64 is fine", pools: []v1beta1.IPAddressPool{pool("a", 0, "fd00:1::/64", "192.0.2.0/24")}, wantPools: "a"},
+		{
 			name:      "overlapping pools: the newer one is rejected",
 			pools:     []v1beta1.IPAddressPool{pool("a-new", 5, "10.0.0.128/25"), pool("z-old", 1, "10.0.0.0/24")},
 			wantPools: "z-old",
@@ -150,7 +180,7 @@ func TestParsePools(t *testing.T) {
 		{
 			name: "node addresses: bad type and selector",
 			pools: []v1beta1.IPAddressPool{{ObjectMeta: meta("a", 0), Spec: v1beta1.IPAddressPoolSpec{
-				NodeAddresses: &v1beta1.NodeAddresses{AddressType: "Hostname", NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}}}}},
+				NodeAddresses: &v1beta1.NodeAddresses{AddressType: "Hostname", NodeSelector: &v1beta1.LabelSelector{MatchLabels: map[string]v1beta1.LabelValue{"bad key!": "x"}}}}}},
 			problems: []want{
 				{Error, KindIPAddressPool, "a", "spec.nodeAddresses.addressType", `"Hostname" is not ExternalIP or InternalIP`},
 				{Error, KindIPAddressPool, "a", "spec.nodeAddresses.nodeSelector", "invalid label selector"},
@@ -167,7 +197,7 @@ func TestParsePools(t *testing.T) {
 			pools: []v1beta1.IPAddressPool{{ObjectMeta: meta("a", 0), Spec: v1beta1.IPAddressPoolSpec{
 				Addresses: []string{"10.0.0.0/24"},
 				ServiceAllocation: &v1beta1.ServiceAllocation{Priority: -1, Namespaces: []string{"Prod_1"},
-					ServiceSelectors: []metav1.LabelSelector{{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: "Bogus"}}}}}}}},
+					ServiceSelectors: []v1beta1.LabelSelector{{MatchExpressions: []v1beta1.LabelSelectorRequirement{{Key: "x", Operator: "Bogus"}}}}}}}},
 			problems: []want{
 				{Error, KindIPAddressPool, "a", "spec.serviceAllocation.namespaces[0]", `"Prod_1" is not a namespace name`},
 				{Error, KindIPAddressPool, "a", "spec.serviceAllocation.priority", "negative"},
@@ -193,7 +223,7 @@ func TestPoolModel(t *testing.T) {
 			Addresses:  []string{"fd00::/126", " 10.0.0.10 - 10.0.0.20 ", "10.0.0.0/30"},
 			AutoAssign: &off, AvoidBuggyIPs: true,
 			ServiceAllocation: &v1beta1.ServiceAllocation{Priority: 3, Namespaces: []string{"b", "a", "b"},
-				NamespaceSelectors: []metav1.LabelSelector{sel("team", "x")}},
+				NamespaceSelectors: []v1beta1.LabelSelector{sel("team", "x")}},
 		}},
 		{ObjectMeta: meta("n", 0), Spec: v1beta1.IPAddressPoolSpec{NodeAddresses: &v1beta1.NodeAddresses{}}},
 	}})
@@ -246,13 +276,13 @@ func TestAllocationMatches(t *testing.T) {
 		{"priority only serves all", v1beta1.ServiceAllocation{Priority: 1}, "x", nil, nil, true, false},
 		{"namespace by name", v1beta1.ServiceAllocation{Namespaces: []string{"prod"}}, "prod", nil, nil, true, true},
 		{"other namespace", v1beta1.ServiceAllocation{Namespaces: []string{"prod"}}, "dev", nil, nil, false, true},
-		{"namespace by selector", v1beta1.ServiceAllocation{NamespaceSelectors: []metav1.LabelSelector{sel("env", "prod")}}, "a", prodNS, nil, true, true},
-		{"namespace selector miss", v1beta1.ServiceAllocation{NamespaceSelectors: []metav1.LabelSelector{sel("env", "prod")}}, "a", labels.Set{"env": "dev"}, nil, false, true},
-		{"service selector", v1beta1.ServiceAllocation{ServiceSelectors: []metav1.LabelSelector{sel("app", "web")}}, "a", nil, labels.Set{"app": "web"}, true, true},
-		{"service selector miss", v1beta1.ServiceAllocation{ServiceSelectors: []metav1.LabelSelector{sel("app", "web")}}, "a", nil, labels.Set{"app": "db"}, false, true},
-		{"both must match: ns ok, svc not", v1beta1.ServiceAllocation{Namespaces: []string{"prod"}, ServiceSelectors: []metav1.LabelSelector{sel("app", "web")}}, "prod", nil, labels.Set{"app": "db"}, false, true},
-		{"both must match: svc ok, ns not", v1beta1.ServiceAllocation{Namespaces: []string{"prod"}, ServiceSelectors: []metav1.LabelSelector{sel("app", "web")}}, "dev", nil, labels.Set{"app": "web"}, false, true},
-		{"both match", v1beta1.ServiceAllocation{Namespaces: []string{"prod"}, ServiceSelectors: []metav1.LabelSelector{sel("app", "web")}}, "prod", nil, labels.Set{"app": "web"}, true, true},
+		{"namespace by selector", v1beta1.ServiceAllocation{NamespaceSelectors: []v1beta1.LabelSelector{sel("env", "prod")}}, "a", prodNS, nil, true, true},
+		{"namespace selector miss", v1beta1.ServiceAllocation{NamespaceSelectors: []v1beta1.LabelSelector{sel("env", "prod")}}, "a", labels.Set{"env": "dev"}, nil, false, true},
+		{"service selector", v1beta1.ServiceAllocation{ServiceSelectors: []v1beta1.LabelSelector{sel("app", "web")}}, "a", nil, labels.Set{"app": "web"}, true, true},
+		{"service selector miss", v1beta1.ServiceAllocation{ServiceSelectors: []v1beta1.LabelSelector{sel("app", "web")}}, "a", nil, labels.Set{"app": "db"}, false, true},
+		{"both must match: ns ok, svc not", v1beta1.ServiceAllocation{Namespaces: []string{"prod"}, ServiceSelectors: []v1beta1.LabelSelector{sel("app", "web")}}, "prod", nil, labels.Set{"app": "db"}, false, true},
+		{"both must match: svc ok, ns not", v1beta1.ServiceAllocation{Namespaces: []string{"prod"}, ServiceSelectors: []v1beta1.LabelSelector{sel("app", "web")}}, "dev", nil, labels.Set{"app": "web"}, false, true},
+		{"both match", v1beta1.ServiceAllocation{Namespaces: []string{"prod"}, ServiceSelectors: []v1beta1.LabelSelector{sel("app", "web")}}, "prod", nil, labels.Set{"app": "web"}, true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -319,7 +349,7 @@ func TestParseAdvertisements(t *testing.T) {
 		{
 			name: "by name and by selector",
 			l2: []v1beta1.L2Advertisement{{ObjectMeta: meta("x", 0), Spec: v1beta1.L2AdvertisementSpec{
-				IPAddressPools: []string{"wan"}, IPAddressPoolSelectors: []metav1.LabelSelector{sel("zone", "a")}}}},
+				IPAddressPools: []string{"wan"}, IPAddressPoolSelectors: []v1beta1.LabelSelector{sel("zone", "a")}}}},
 			problems:  []want{{Error, KindIPAddressPool, "bad", "spec.addresses[0]", ""}},
 			wantPools: map[string]string{"x": "lan,wan"},
 		},
@@ -503,12 +533,12 @@ func TestParsePeers(t *testing.T) {
 		{"same address, overlapping selectors", []v1beta1.BGPPeer{peer("a", 0, "10.0.0.1", sel("rack", "1")), peer("b", 1, "10.0.0.1", sel("zone", "x"))}, "a",
 			[]want{{Error, KindBGPPeer, "b", "spec.peerAddress", "on nodes both select"}}},
 		{"same address, In vs NotIn disjoint", []v1beta1.BGPPeer{
-			peer("a", 0, "10.0.0.1", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: metav1.LabelSelectorOpIn, Values: []string{"1", "2"}}}}),
-			peer("b", 1, "10.0.0.1", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"1", "2", "3"}}}}),
+			peer("a", 0, "10.0.0.1", v1beta1.LabelSelector{MatchExpressions: []v1beta1.LabelSelectorRequirement{{Key: "rack", Operator: metav1.LabelSelectorOpIn, Values: []v1beta1.LabelValue{"1", "2"}}}}),
+			peer("b", 1, "10.0.0.1", v1beta1.LabelSelector{MatchExpressions: []v1beta1.LabelSelectorRequirement{{Key: "rack", Operator: metav1.LabelSelectorOpNotIn, Values: []v1beta1.LabelValue{"1", "2", "3"}}}}),
 		}, "a,b", nil},
 		{"same address, Exists vs DoesNotExist disjoint", []v1beta1.BGPPeer{
-			peer("a", 0, "10.0.0.1", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "edge", Operator: metav1.LabelSelectorOpExists}}}),
-			peer("b", 1, "10.0.0.1", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "edge", Operator: metav1.LabelSelectorOpDoesNotExist}}}),
+			peer("a", 0, "10.0.0.1", v1beta1.LabelSelector{MatchExpressions: []v1beta1.LabelSelectorRequirement{{Key: "edge", Operator: metav1.LabelSelectorOpExists}}}),
+			peer("b", 1, "10.0.0.1", v1beta1.LabelSelector{MatchExpressions: []v1beta1.LabelSelectorRequirement{{Key: "edge", Operator: metav1.LabelSelectorOpDoesNotExist}}}),
 		}, "a,b", nil},
 	}
 	for _, tc := range tests {

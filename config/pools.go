@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/google/btree"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -14,7 +15,8 @@ import (
 )
 
 // parsePools validates each pool on its own, then drops pools that overlap a
-// pool created before them. The result is sorted by name.
+// pool created before them. The result is sorted by name. It takes
+// O(n log n) in the number of ranges of all pools.
 func parsePools(objs []v1beta1.IPAddressPool, probs *Problems) []*Pool {
 	type parsed struct {
 		meta metav1.ObjectMeta
@@ -31,11 +33,15 @@ func parsePools(objs []v1beta1.IPAddressPool, probs *Problems) []*Pool {
 	}
 	sort.SliceStable(ok, func(i, j int) bool { return byAge(ok[i].meta, ok[j].meta) })
 
+	taken := newRangeSet()
 	var accepted []*Pool
-	for _, c := range ok {
-		if other, a, b := firstOverlap(accepted, c.pool); other != nil {
+	for i, c := range ok {
+		if other, a, b := taken.firstOverlap(c.pool.Ranges); other != nil {
 			c.r.errorf("spec.addresses", "%s overlaps %s of IPAddressPool %q", a, b, other.Name)
 			continue
+		}
+		if i < len(ok)-1 { // the last pool is checked against nothing
+			taken.add(c.pool)
 		}
 		accepted = append(accepted, c.pool)
 	}
@@ -43,14 +49,41 @@ func parsePools(objs []v1beta1.IPAddressPool, probs *Problems) []*Pool {
 	return accepted
 }
 
-func firstOverlap(pools []*Pool, p *Pool) (*Pool, Range, Range) {
-	for _, other := range pools {
-		for _, a := range p.Ranges {
-			for _, b := range other.Ranges {
-				if a.Overlaps(b) {
-					return other, a, b
-				}
+// rangeSet holds the disjoint ranges of the accepted pools, ordered by
+// their first address, with the pool of each.
+type rangeSet struct{ t *btree.BTreeG[ownedRange] }
+
+// ownedRange is a range of a pool (kept small: the tree moves them).
+type ownedRange struct {
+	first, last netip.Addr
+	pool        *Pool
+	index       int32
+}
+
+func newRangeSet() rangeSet {
+	return rangeSet{btree.NewG(32, func(a, b ownedRange) bool { return a.first.Less(b.first) })}
+}
+
+func (s rangeSet) add(p *Pool) {
+	for i, r := range p.Ranges {
+		s.t.ReplaceOrInsert(ownedRange{r.First, r.Last, p, int32(i)})
+	}
+}
+
+// firstOverlap returns the first of rs (sorted) that overlaps a range of
+// the set, with that range and its pool. The set's ranges are disjoint, so
+// only the one starting last at or before r.Last can overlap r.
+func (s rangeSet) firstOverlap(rs []Range) (*Pool, Range, Range) {
+	for _, r := range rs {
+		var hit *ownedRange
+		s.t.DescendLessOrEqual(ownedRange{first: r.Last}, func(o ownedRange) bool {
+			if r.Overlaps(Range{First: o.first, Last: o.last}) {
+				hit = &o
 			}
+			return false
+		})
+		if hit != nil {
+			return hit.pool, r, hit.pool.Ranges[hit.index]
 		}
 	}
 	return nil, Range{}, Range{}
@@ -88,12 +121,13 @@ func parsePool(o *v1beta1.IPAddressPool, r *reporter) *Pool {
 func parseNodeAddresses(na *v1beta1.NodeAddresses, r *reporter) *NodeAddressSource {
 	src := &NodeAddressSource{Selector: labels.Everything(), AddressType: na.AddressType}
 	if na.NodeSelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(na.NodeSelector)
+		sel := na.NodeSelector.AsMeta()
+		s, err := metav1.LabelSelectorAsSelector(sel)
 		if err != nil {
 			r.errorf("spec.nodeAddresses.nodeSelector", "invalid label selector: %v", err)
 		} else {
 			src.Selector = s
-			src.NodeSelector = na.NodeSelector.DeepCopy()
+			src.NodeSelector = sel
 		}
 	}
 	switch na.AddressType {
@@ -128,35 +162,88 @@ func parseAllocation(sa *v1beta1.ServiceAllocation, r *reporter) *Allocation {
 	return a
 }
 
-// parseRanges parses spec.addresses; the result is sorted, IPv4 first.
+// parseRanges parses spec.addresses; the result is sorted, IPv4 first. An
+// entry that overlaps another is reported once, naming one it overlaps, in
+// O(n log n).
 func parseRanges(in []string, r *reporter) []Range {
 	type item struct {
 		rg    Range
-		field string
+		index int
 	}
 	var items []item
 	for i, s := range in {
-		field := fmt.Sprintf("spec.addresses[%d]", i)
 		rg, err := ParseRange(s)
+		if err == nil {
+			err = checkUsable(rg)
+		}
 		if err != nil {
-			r.errorf(field, "%v", err)
+			r.errorf(fmt.Sprintf("spec.addresses[%d]", i), "%v", err)
 			continue
 		}
-		items = append(items, item{rg, field})
+		items = append(items, item{rg, i})
 	}
-	for i := range items {
-		for j := 0; j < i; j++ {
-			if items[i].rg.Overlaps(items[j].rg) {
-				r.errorf(items[i].field, "%s overlaps %s (%s)", items[i].rg, items[j].rg, items[j].field)
+	sort.SliceStable(items, func(i, j int) bool { return items[i].rg.First.Less(items[j].rg.First) })
+	// Sweep in address order, keeping the entry that reaches furthest: an
+	// entry that starts before it ends overlaps it.
+	reported := map[int]bool{}
+	reach := -1
+	for i, it := range items {
+		if reach >= 0 && it.rg.Overlaps(items[reach].rg) {
+			later, earlier := it, items[reach]
+			if later.index < earlier.index {
+				later, earlier = earlier, later
 			}
+			if !reported[later.index] {
+				reported[later.index] = true
+				r.errorf(fmt.Sprintf("spec.addresses[%d]", later.index), "%s overlaps %s (spec.addresses[%d])", later.rg, earlier.rg, earlier.index)
+			}
+		}
+		if reach < 0 || items[reach].rg.Last.BitLen() != it.rg.Last.BitLen() || items[reach].rg.Last.Less(it.rg.Last) {
+			reach = i
 		}
 	}
 	out := make([]Range, len(items))
 	for i, it := range items {
 		out[i] = it.rg
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].First.Less(out[j].First) })
 	return out
+}
+
+// unusable are the addresses no Service can be reached at: a pool entry
+// may not include any of them.
+var unusable = []struct {
+	prefix netip.Prefix
+	what   string
+	rg     Range
+}{
+	{prefix: netip.MustParsePrefix("0.0.0.0/32"), what: "the unspecified address"},
+	{prefix: netip.MustParsePrefix("127.0.0.0/8"), what: "loopback addresses"},
+	{prefix: netip.MustParsePrefix("169.254.0.0/16"), what: "link-local addresses"},
+	{prefix: netip.MustParsePrefix("224.0.0.0/4"), what: "multicast addresses"},
+	{prefix: netip.MustParsePrefix("255.255.255.255/32"), what: "the broadcast address"},
+	{prefix: netip.MustParsePrefix("::/128"), what: "the unspecified address"},
+	{prefix: netip.MustParsePrefix("::1/128"), what: "the loopback address"},
+	{prefix: netip.MustParsePrefix("::ffff:0:0/96"), what: "IPv4-mapped addresses (write IPv4 addresses in dotted form)"},
+	{prefix: netip.MustParsePrefix("fe80::/10"), what: "link-local addresses"},
+	{prefix: netip.MustParsePrefix("ff00::/8"), what: "multicast addresses"},
+}
+
+func init() {
+	for i := range unusable {
+		u := &unusable[i]
+		u.rg = Range{First: u.prefix.Addr(), Last: lastAddr(u.prefix)}
+	}
+}
+
+// checkUsable refuses a range that includes an address no Service can be
+// reached at.
+func checkUsable(rg Range) error {
+	for _, u := range unusable {
+		if rg.Overlaps(u.rg) {
+			return fmt.Errorf("%s includes %s (%s), which cannot be a Service's address", rg, u.what, u.prefix)
+		}
+	}
+	return nil
 }
 
 // ParseRange parses one pool entry: a CIDR (10.0.0.0/24, fd00::/120) or an

@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config"
@@ -31,9 +33,15 @@ const (
 // object.
 const EventInvalidConfig = "InvalidConfiguration"
 
-// listConfig reads the configuration objects from the cache.
+// listConfig reads the configuration objects from the cache. An object
+// that cannot be read as its type is listed as unreadable, never fails the
+// list.
 func (r *Reconciler) listConfig(ctx context.Context) (config.Objects, error) {
-	return configobjs.List(ctx, r.client, r.namespace)
+	objs, err := r.configLister.List(ctx, r.cache, r.namespace)
+	if err == nil {
+		r.metrics.setUnreadable(objs.Unreadable)
+	}
+	return objs, err
 }
 
 // configReport is what a configuration load must write on the objects.
@@ -91,7 +99,11 @@ func (r *Reconciler) writeObjectStatus(ctx context.Context, o configObject, st c
 		return nil
 	}
 	r.metrics.writes.WithLabelValues("config-status").Inc()
-	if err := r.client.Status().Patch(ctx, o.obj, client.MergeFrom(before)); err != nil {
+	body, err := client.MergeFrom(before).Data(o.obj)
+	if err != nil {
+		return fmt.Errorf("%s %s: writing status: %w", o.kind, o.obj.GetName(), err)
+	}
+	if err := patchStatus(ctx, r.client, o.kind, o.obj, body); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -101,6 +113,18 @@ func (r *Reconciler) writeObjectStatus(ctx context.Context, o configObject, st c
 		r.recorder.Eventf(o.obj, nil, corev1.EventTypeWarning, EventInvalidConfig, "Validate", "%s", c.Message)
 	}
 	return nil
+}
+
+// patchStatus applies a merge patch to the status of a configuration
+// object through an unstructured object, so the answer (the whole object) is
+// never decoded as the Go type: an object whose spec cannot be read still
+// gets its Invalid condition.
+func patchStatus(ctx context.Context, c client.Client, kind string, obj client.Object, body []byte) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(configobjs.GVK(kind))
+	u.SetNamespace(obj.GetNamespace())
+	u.SetName(obj.GetName())
+	return c.Status().Patch(ctx, u, client.RawPatch(types.MergePatchType, body))
 }
 
 // validCondition is the Valid condition for an object's state.

@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/configobjs"
 	"github.com/herald-lb/herald/ipam"
 	"github.com/herald-lb/herald/svcstatus"
 )
@@ -61,6 +62,11 @@ var configKey = reconcile.Request{}
 // happen outside it.
 type Reconciler struct {
 	client client.Client
+	// cache reads the configuration kinds, cached as unstructured objects
+	// (the client reads unstructured objects from the API server);
+	// configLister decodes them, again only when they changed.
+	cache        client.Reader
+	configLister configobjs.Lister
 	// reader reads from the API server, not the cache: the start-up restore
 	// must see every status written by a previous leader.
 	reader    client.Reader

@@ -98,6 +98,8 @@ type controllerHandle struct {
 	stop func()
 	r    *Reconciler
 	rec  *countingRecorder
+	// reg holds the replica's metrics.
+	reg *prometheus.Registry
 
 	mu     sync.Mutex
 	synced map[types.NamespacedName]int
@@ -176,7 +178,8 @@ func (e *env) startController(opts ...ctrlOpt) *controllerHandle {
 	o.LeaderElection = false
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.PoolStatusInterval = 100 * time.Millisecond
-	o.Registerer = prometheus.NewRegistry()
+	reg := prometheus.NewRegistry()
+	o.Registerer = reg
 	var w io.Writer = io.Discard
 	if *verbose {
 		w = os.Stderr
@@ -201,7 +204,7 @@ func (e *env) startController(opts ...ctrlOpt) *controllerHandle {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	h := &controllerHandle{r: r, synced: map[types.NamespacedName]int{}}
+	h := &controllerHandle{r: r, reg: reg, synced: map[types.NamespacedName]int{}}
 	h.rec = &countingRecorder{inner: r.recorder, counts: map[string]int{}}
 	r.recorder = h.rec
 	r.onSynced = func(nn types.NamespacedName) {

@@ -159,11 +159,11 @@ func TestPoolSelection(t *testing.T) {
 	off := false
 	e.pool("plain", []string{"192.0.2.0/30"})
 	e.pool("prod-only", []string{"198.51.100.0/30"}, func(p *v1beta1.IPAddressPool) {
-		p.Spec.ServiceAllocation = &v1beta1.ServiceAllocation{NamespaceSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"env": "prod"}}}}
+		p.Spec.ServiceAllocation = &v1beta1.ServiceAllocation{NamespaceSelectors: []v1beta1.LabelSelector{{MatchLabels: map[string]v1beta1.LabelValue{"env": "prod"}}}}
 	})
 	e.pool("manual", []string{"203.0.113.0/30"}, func(p *v1beta1.IPAddressPool) { p.Spec.AutoAssign = &off })
 	e.pool("web-pri", []string{"203.0.113.8/30"}, func(p *v1beta1.IPAddressPool) {
-		p.Spec.ServiceAllocation = &v1beta1.ServiceAllocation{Priority: 5, ServiceSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"tier": "web"}}}}
+		p.Spec.ServiceAllocation = &v1beta1.ServiceAllocation{Priority: 5, ServiceSelectors: []v1beta1.LabelSelector{{MatchLabels: map[string]v1beta1.LabelValue{"tier": "web"}}}}
 	})
 	h := e.startController()
 	e.svc("a")
@@ -268,8 +268,8 @@ func TestConfigErrors(t *testing.T) {
 
 	// Breaking lan keeps its last valid spec: the Service keeps its address.
 	aSyncs := e.syncs(h, "a")
-	e.updatePool("lan", func(p *v1beta1.IPAddressPool) { p.Spec.Addresses = []string{"192.0.2.0/33"} })
-	e.waitCondition("lan", metav1.ConditionFalse, ReasonInvalidLastGoodKept, "is not a CIDR")
+	e.updatePool("lan", func(p *v1beta1.IPAddressPool) { p.Spec.Addresses = []string{"192.0.2.9-192.0.2.1"} })
+	e.waitCondition("lan", metav1.ConditionFalse, ReasonInvalidLastGoodKept, "ends before it starts")
 	e.svc("b")
 	e.waitIPs("b", "192.0.2.1")
 	e.holdsAfter(h, "a", aSyncs, "192.0.2.0")

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/ipam"
 )
 
@@ -20,6 +21,9 @@ type metrics struct {
 	writes       *prometheus.CounterVec
 	// svclbDaemonSets counts Herald's DaemonSets in the ServiceLB namespace.
 	svclbDaemonSets prometheus.Gauge
+	// unreadable counts the configuration objects that cannot be read as
+	// their type, by kind.
+	unreadable *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -62,8 +66,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Herald's svclb DaemonSets in the ServiceLB namespace (one per Service placed in a node-address pool).",
 		}),
 	}
-	reg.MustRegister(m.inUse, m.total, m.syncDuration, m.errors, m.configProbs, m.services, m.waiting, m.writes, m.svclbDaemonSets)
+	m.unreadable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "herald_config_unreadable_objects",
+		Help: "Configuration objects whose spec cannot be read as its type (stored under an older or looser schema), by kind: each is left out (its last valid spec, if any, is served) with an Invalid condition.",
+	}, []string{"kind"})
+	reg.MustRegister(m.inUse, m.total, m.syncDuration, m.errors, m.configProbs, m.services, m.waiting, m.writes, m.svclbDaemonSets, m.unreadable)
 	return m
+}
+
+// setUnreadable sets the unreadable-object gauge of every configuration
+// kind (0 included, so an alert can compare).
+func (m *metrics) setUnreadable(u map[config.ObjectRef]config.Unreadable) {
+	count := map[string]float64{}
+	for ref := range u {
+		count[ref.Kind]++
+	}
+	for _, k := range config.Kinds {
+		m.unreadable.WithLabelValues(k).Set(count[k])
+	}
 }
 
 func (m *metrics) setPools(stats []ipam.Stats, known map[string]bool) {

@@ -75,7 +75,7 @@ func newFakeEnv(t *testing.T, cached, live []client.Object) *fakeEnv {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	t.Cleanup(e.cancel)
 	e.r = &Reconciler{
-		client: e.cache, reader: e.live, recorder: e.rec,
+		client: e.cache, cache: e.cache, reader: e.live, recorder: e.rec,
 		log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		namespace: "herald-system", metrics: newMetrics(prometheus.NewRegistry()),
 		alloc: ipam.New(), pending: map[types.NamespacedName]waiting{}, knownPools: map[string]bool{},

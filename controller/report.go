@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/ipam"
 )
 
@@ -58,15 +57,15 @@ func (r *Reconciler) flushPoolStatus(ctx context.Context) {
 	for _, s := range stats {
 		byName[s.Pool] = s
 	}
-	var pools v1beta1.IPAddressPoolList
-	if err := r.client.List(ctx, &pools, client.InNamespace(r.namespace)); err != nil {
+	objs, err := r.listConfig(ctx)
+	if err != nil {
 		r.log.Warn("cannot list pools for status", "error", err)
 		r.markPoolsDirty()
 		return
 	}
 	written := map[types.UID]poolCounters{}
-	for i := range pools.Items {
-		p := &pools.Items[i]
+	for i := range objs.Pools {
+		p := &objs.Pools[i]
 		s, ok := byName[p.Name]
 		if !ok {
 			continue // broken and never valid: only its condition speaks
@@ -87,7 +86,7 @@ func (r *Reconciler) flushPoolStatus(ctx context.Context) {
 			"availableIPv4": want.availableV4, "availableIPv6": want.availableV6,
 		}})
 		r.metrics.writes.WithLabelValues("pool-counters").Inc()
-		if err := r.client.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, body)); err != nil {
+		if err := patchStatus(ctx, r.client, config.KindIPAddressPool, p, body); err != nil {
 			r.log.Warn("cannot write pool status", "pool", p.Name, "error", err)
 			r.markPoolsDirty()
 			continue

@@ -109,8 +109,8 @@ func TestRestartWithInvalidPool(t *testing.T) {
 	e.waitIPs("s1", "192.0.2.0")
 	e.waitIPs("s2", "192.0.2.1")
 	e.waitCondition("a", metav1.ConditionTrue, ReasonValid, "")
-	e.updatePool("a", func(p *v1beta1.IPAddressPool) { p.Spec.Addresses = []string{"192.0.2.0/33"} })
-	e.waitCondition("a", metav1.ConditionFalse, ReasonInvalidLastGoodKept, "is not a CIDR")
+	e.updatePool("a", func(p *v1beta1.IPAddressPool) { p.Spec.Addresses = []string{"192.0.2.9-192.0.2.1"} })
+	e.waitCondition("a", metav1.ConditionFalse, ReasonInvalidLastGoodKept, "ends before it starts")
 	var p v1beta1.IPAddressPool
 	if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: "a"}, &p); err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestLastValidReportedTruthfully(t *testing.T) {
 	e.svc("s1")
 	e.waitIPs("s1", "192.0.2.0")
 	e.waitCondition("a", metav1.ConditionTrue, ReasonValid, "")
-	e.updatePool("a", func(p *v1beta1.IPAddressPool) { p.Spec.Addresses = []string{"nonsense"} })
+	e.updatePool("a", func(p *v1beta1.IPAddressPool) { p.Spec.Addresses = []string{"192.0.2.9-192.0.2.1"} })
 	e.waitCondition("a", metav1.ConditionFalse, ReasonInvalidLastGoodKept, "")
 	time.Sleep(1100 * time.Millisecond) // creationTimestamp has one-second resolution: b must be newer
 	e.pool("b", []string{"192.0.2.0/30"})

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -98,6 +99,10 @@ type WebhookOptions struct {
 	Policy webhook.Policy
 	// SyncInterval is how often the Secret and the CA bundle are checked.
 	SyncInterval time.Duration
+	// MaxInFlight bounds the requests judged at once, QueueWait their wait
+	// for a turn (zero: webhook.DefaultMaxInFlight, DefaultQueueWait).
+	MaxInFlight int
+	QueueWait   time.Duration
 	// Listening, if set, is called with the bound address (tests).
 	Listening func(net.Addr)
 }
@@ -113,9 +118,10 @@ func DefaultOptions() Options {
 		ProbeAddr:          ":7473",
 		PoolStatusInterval: time.Second,
 		Workers:            16,
-		Webhook:            WebhookOptions{Secret: "herald-webhook-cert", SyncInterval: 10 * time.Second},
-		KubeAPIQPS:         DefaultKubeAPIQPS,
-		KubeAPIBurst:       DefaultKubeAPIBurst,
+		Webhook: WebhookOptions{Secret: "herald-webhook-cert", SyncInterval: 10 * time.Second,
+			MaxInFlight: webhook.DefaultMaxInFlight, QueueWait: webhook.DefaultQueueWait},
+		KubeAPIQPS:   DefaultKubeAPIQPS,
+		KubeAPIBurst: DefaultKubeAPIBurst,
 	}
 }
 
@@ -235,6 +241,7 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 	}
 	r := &Reconciler{
 		client:     mgr.GetClient(),
+		cache:      mgr.GetCache(),
 		reader:     mgr.GetAPIReader(),
 		recorder:   mgr.GetEventRecorder("herald-controller"),
 		log:        log,
@@ -253,7 +260,14 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 	toConfig := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{configKey}
 	})
-	err := builder.ControllerManagedBy(mgr).
+	b := builder.ControllerManagedBy(mgr)
+	// The configuration kinds are watched (and cached) as unstructured
+	// objects: one object the typed decoder cannot read must not stop the
+	// cache (configobjs).
+	for _, k := range configobjs.Kinds() {
+		b = b.Watches(k, toConfig, specOrLabels)
+	}
+	err := b.
 		Named("service").
 		For(&corev1.Service{}).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.servicesInNamespace)).
@@ -264,12 +278,6 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.svclbServiceOf)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeAddressServices), builder.WithPredicates(nodeChanged)).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.localServiceOf)).
-		Watches(&v1beta1.IPAddressPool{}, toConfig, specOrLabels).
-		Watches(&v1beta1.L2Advertisement{}, toConfig, specOrLabels).
-		Watches(&v1beta1.BGPAdvertisement{}, toConfig, specOrLabels).
-		Watches(&v1beta1.BGPPeer{}, toConfig, specOrLabels).
-		Watches(&v1beta1.Community{}, toConfig, specOrLabels).
-		Watches(&v1beta1.BFDProfile{}, toConfig, specOrLabels).
 		// Hands the reconciler its queue: start-up, configuration changes
 		// and freed addresses enqueue the Services they planned.
 		WatchesRawSource(source.Func(r.setQueue)).
@@ -330,8 +338,33 @@ func setupWebhook(mgr manager.Manager, o Options, log *slog.Logger) error {
 		Namespace: o.Namespace, SecretName: w.Secret, ConfigName: w.ConfigName,
 		Policy: p, Log: wlog,
 	}
-	srv := &webhook.Server{Addr: w.Addr, Namespace: o.Namespace, Reader: mgr.GetAPIReader(), Certs: certs, Log: wlog, Listening: w.Listening}
+	// The webhook judges against the manager's cache of the configuration
+	// kinds (no API read per request), told of every change by the
+	// informers.
+	snap := &webhook.Snapshot{Reader: mgr.GetCache(), Namespace: o.Namespace}
+	srv := &webhook.Server{Addr: w.Addr, Namespace: o.Namespace, Snapshot: snap, Certs: certs, Log: wlog,
+		MaxInFlight: w.MaxInFlight, QueueWait: w.QueueWait, Metrics: webhook.NewMetrics(o.Registerer), Listening: w.Listening}
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error { return certs.Run(ctx, w.SyncInterval) })); err != nil {
+		return err
+	}
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+		changed := toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { snap.Changed() },
+			UpdateFunc: func(any, any) { snap.Changed() },
+			DeleteFunc: func(any) { snap.Changed() },
+		}
+		for _, k := range configobjs.Kinds() {
+			inf, err := mgr.GetCache().GetInformer(ctx, k)
+			if err != nil {
+				return fmt.Errorf("webhook: watching %s: %w", k.GetObjectKind().GroupVersionKind().Kind, err)
+			}
+			if _, err := inf.AddEventHandler(changed); err != nil {
+				return err
+			}
+		}
+		<-ctx.Done()
+		return nil
+	})); err != nil {
 		return err
 	}
 	if err := mgr.Add(srv); err != nil {

@@ -41,7 +41,8 @@ func withSvclb(o *Options) { o.SvclbImage = svclbImage }
 func (e *env) nodePool(name string, mut ...func(*v1beta1.IPAddressPool)) {
 	e.t.Helper()
 	e.pool(name, nil, append([]func(*v1beta1.IPAddressPool){func(p *v1beta1.IPAddressPool) {
-		p.Spec.NodeAddresses = &v1beta1.NodeAddresses{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{testNodeLabel: e.ns}}}
+		sel := v1beta1.MatchLabels(map[string]string{testNodeLabel: e.ns})
+		p.Spec.NodeAddresses = &v1beta1.NodeAddresses{NodeSelector: &sel}
 	}}, mut...)...)
 }
 
@@ -406,7 +407,8 @@ func TestSvclbStatusFollowsNodes(t *testing.T) {
 func TestSvclbNoNodeMatches(t *testing.T) {
 	e := newEnv(t)
 	e.pool("nodes", nil, func(p *v1beta1.IPAddressPool) {
-		p.Spec.NodeAddresses = &v1beta1.NodeAddresses{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{testNodeLabel: "nobody-" + e.ns}}}
+		sel := v1beta1.MatchLabels(map[string]string{testNodeLabel: "nobody-" + e.ns})
+		p.Spec.NodeAddresses = &v1beta1.NodeAddresses{NodeSelector: &sel}
 	})
 	e.startController(withSvclb)
 	svc := e.svc("web")

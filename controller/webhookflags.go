@@ -19,6 +19,8 @@ func (w *WebhookOptions) AddFlags(fs *flag.FlagSet, prefix string, namespace *st
 	service := fs.String(prefix+"webhook-service", "", "the webhook's Service in --namespace: its certificate names <service>.<namespace>.svc")
 	hosts := fs.String(prefix+"webhook-cert-hosts", "", "more DNS names or IP addresses for the webhook's certificate, comma-separated")
 	fs.DurationVar(&w.SyncInterval, prefix+"webhook-sync-interval", w.SyncInterval, "how often the webhook's Secret and CA bundle are checked")
+	fs.IntVar(&w.MaxInFlight, prefix+"webhook-max-in-flight", w.MaxInFlight, "admission requests judged at once; more wait up to --"+prefix+"webhook-queue-wait for a turn, then get a busy answer (the failurePolicy applies)")
+	fs.DurationVar(&w.QueueWait, prefix+"webhook-queue-wait", w.QueueWait, "how long an admission request waits for its turn")
 	return func() error {
 		if *service != "" {
 			w.Policy.Hosts = append(w.Policy.Hosts, *service+"."+*namespace+".svc")

@@ -67,7 +67,7 @@ func TestBGPSessionOptions(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "e2e-s-" + rt.Name(), Namespace: "herald-system"},
 			Spec: v1beta1.BGPPeerSpec{MyASN: rt.ASN(), PeerASN: rt.ASN(), PeerAddress: routerIPv4(rt).String(),
 				HoldTime: &metav1.Duration{Duration: 9 * time.Second}, ConnectTime: &metav1.Duration{Duration: 2 * time.Second},
-				NodeSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{corev1.LabelHostname: node.Name}}}},
+				NodeSelectors: []v1beta1.LabelSelector{v1beta1.MatchLabels(map[string]string{corev1.LabelHostname: node.Name})}},
 		}
 		if rt == frr {
 			p.Spec.PasswordSecret = &v1beta1.SecretReference{Name: secret.Name}

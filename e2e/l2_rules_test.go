@@ -459,8 +459,8 @@ func TestL2Rules(t *testing.T) {
 	t.Run("AdvertisementNodeSelectors", func(t *testing.T) {
 		ns := testNamespace(t, ctx)
 		echoDeployment(t, ctx, ns)
-		sel := func(node string) []metav1.LabelSelector {
-			return []metav1.LabelSelector{{MatchLabels: map[string]string{"kubernetes.io/hostname": node}}}
+		sel := func(node string) []v1beta1.LabelSelector {
+			return []v1beta1.LabelSelector{v1beta1.MatchLabels(map[string]string{"kubernetes.io/hostname": node})}
 		}
 		adv := f.poolWithAdvertisement(t, ctx, "e2e-nodesel", addrs(4), v1beta1.L2AdvertisementSpec{NodeSelectors: sel(nodes[2])})
 		got := f.services(t, ctx, ns, "sel", "e2e-nodesel", 4, corev1.ServiceExternalTrafficPolicyCluster)

@@ -64,7 +64,7 @@ func TestServiceLB(t *testing.T) {
 	f.create(t, ctx, &v1beta1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-svclb", Namespace: "herald-system"},
 		Spec: v1beta1.IPAddressPoolSpec{AutoAssign: ptrTo(false), NodeAddresses: &v1beta1.NodeAddresses{
-			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "yes"}}, AddressType: "InternalIP"}},
+			NodeSelector: &v1beta1.LabelSelector{MatchLabels: map[string]v1beta1.LabelValue{label: "yes"}}, AddressType: "InternalIP"}},
 	})
 	ns := testNamespace(t, ctx)
 	echoDeployment(t, ctx, ns)
@@ -131,7 +131,7 @@ func TestServiceLB(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "e2e-svclb-fallback", Namespace: "herald-system"},
 			Spec: v1beta1.IPAddressPoolSpec{
 				NodeAddresses: &v1beta1.NodeAddresses{
-					NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: "yes"}}, AddressType: "InternalIP"},
+					NodeSelector: &v1beta1.LabelSelector{MatchLabels: map[string]v1beta1.LabelValue{label: "yes"}}, AddressType: "InternalIP"},
 				ServiceAllocation: &v1beta1.ServiceAllocation{Priority: 2, Namespaces: []string{fns}}},
 		})
 		// Single-stack: the address pool has one IPv4 address (a dual-stack Service prefers a pool that gives

@@ -165,6 +165,9 @@ type Agent struct {
 
 	// key is the gossip key memberlist runs with (nil: insecure).
 	key []byte
+	// configLister decodes the cached configuration objects, again only
+	// those that changed.
+	configLister configobjs.Lister
 
 	// loop state
 	keyWarned bool
@@ -430,13 +433,13 @@ func (a *Agent) trigger() {
 	}
 }
 
-// watched are the kinds whose every change re-plans.
+// watched are the kinds whose every change re-plans. The configuration
+// kinds are watched as unstructured objects (configobjs): one object the
+// typed decoder cannot read must not stop the cache.
 func (a *Agent) watched() []client.Object {
-	return []client.Object{
-		&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{},
-		&v1beta1.IPAddressPool{}, &v1beta1.L2Advertisement{}, &v1beta1.BGPAdvertisement{},
-		&v1beta1.BGPPeer{}, &v1beta1.Community{}, &v1beta1.BFDProfile{}, &v1beta1.ServiceL2Status{}, &corev1.Secret{},
-	}
+	return append([]client.Object{
+		&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{}, &v1beta1.ServiceL2Status{}, &corev1.Secret{},
+	}, configobjs.Kinds()...)
 }
 
 // loop is the level-triggered loop: every input change (watches,
@@ -503,7 +506,7 @@ func (a *Agent) waitForPeers(ctx context.Context) {
 		return
 	}
 	deadline := time.After(a.o.JoinWait)
-	for len(a.ml.Alive()) < 2 {
+	for len(a.ml.Joined()) < 2 {
 		select {
 		case <-ctx.Done():
 			return
@@ -547,8 +550,10 @@ func (a *Agent) snapshot(ctx context.Context) (Snapshot, error) {
 	}, nil
 }
 
+// listConfig reads the configuration from the cache (the client would read
+// unstructured objects from the API server).
 func (a *Agent) listConfig(ctx context.Context) (config.Objects, error) {
-	return configobjs.List(ctx, a.c, a.o.Namespace)
+	return a.configLister.List(ctx, a.mgr.GetCache(), a.o.Namespace)
 }
 
 // sync plans from the cache and applies the node's part: the announcer,
@@ -589,6 +594,12 @@ func (a *Agent) sync(ctx context.Context) error {
 		a.arrivals = arr
 	}
 	a.met.setAnnounced(a.o.NodeName, want.L2)
+	a.met.plans.Inc()
+	// The cache has synced, a plan is computed and the responders carry
+	// it: from now on this speaker can answer for what it is elected for,
+	// so the others (and its own plans) may count it. Before, it is a
+	// member that no election chooses.
+	a.ml.SetReady(true)
 	sessions, err := a.syncBGP(ctx, in, want.BGP)
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ func benchSnapshot() (Snapshot, config.Objects) {
 			{ObjectMeta: metav1.ObjectMeta{Name: "all"}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "zone-a"}, Spec: v1beta1.L2AdvertisementSpec{
 				IPAddressPools: []string{"v6"}, Interfaces: []string{"eth1"},
-				NodeSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"zone": "a"}}}}},
+				NodeSelectors: []v1beta1.LabelSelector{{MatchLabels: map[string]v1beta1.LabelValue{"zone": "a"}}}}},
 		},
 	}
 	var s Snapshot

@@ -25,6 +25,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -302,6 +303,12 @@ type speakerHandle struct {
 // startSpeaker runs a speaker for node, with memberlist on ip.
 func (e *env) startSpeaker(node, ip string, opts ...func(*Options)) *speakerHandle {
 	e.t.Helper()
+	return e.startSpeakerWith(srv.Config, node, ip, opts...)
+}
+
+// startSpeakerWith is startSpeaker with the client configuration cfg.
+func (e *env) startSpeakerWith(cfg *rest.Config, node, ip string, opts ...func(*Options)) *speakerHandle {
+	e.t.Helper()
 	o := DefaultOptions()
 	o.NodeName = node
 	o.Namespace = e.ns
@@ -324,7 +331,7 @@ func (e *env) startSpeaker(node, ip string, opts ...func(*Options)) *speakerHand
 		f(&o)
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
-	a, err := New(ctx, srv.Config, o)
+	a, err := New(ctx, cfg, o)
 	if err != nil {
 		cancel()
 		e.t.Fatalf("starting speaker %s: %v", node, err)

@@ -222,7 +222,7 @@ func TestAdvertisementLifecycle(t *testing.T) {
 	if err := e.c.Status().Update(e.ctx, &adv); err != nil {
 		t.Fatal(err)
 	}
-	adv.Spec.Interfaces = []string{"bad/name"}
+	adv.Spec.Interfaces = []string{"eth0", "eth0"} // listed twice: invalid
 	if err := e.c.Update(e.ctx, &adv); err != nil {
 		t.Fatal(err)
 	}

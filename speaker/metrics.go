@@ -9,6 +9,7 @@ import (
 
 type metrics struct {
 	announced *prometheus.GaugeVec
+	plans     prometheus.Counter
 }
 
 // newMetrics registers the speaker's metrics: the announced addresses,
@@ -20,8 +21,12 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, s
 			Name: "herald_l2_announced",
 			Help: "1 for each address this node answers ARP/NDP for, by Service and node.",
 		}, []string{"service", "address", "node"}),
+		plans: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herald_speaker_plans_total",
+			Help: "Plans this speaker computed and applied from its whole cached state (input changes arriving during a plan are coalesced into the next one).",
+		}),
 	}
-	reg.MustRegister(m.announced, &bgpCollector{sessions: sessions,
+	reg.MustRegister(m.announced, m.plans, &bgpCollector{sessions: sessions,
 		up: prometheus.NewDesc("herald_bgp_session_up",
 			"1 while the BGP session with the peer is established, 0 otherwise.", []string{"peer", "address"}, nil),
 		prefixes: prometheus.NewDesc("herald_bgp_prefixes_advertised",
@@ -42,6 +47,10 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, s
 			Name: "herald_memberlist_members_alive",
 			Help: "Speakers alive in this speaker's memberlist view, itself included.",
 		}, func() float64 { return float64(ml.Stats().Alive) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "herald_memberlist_members_ready",
+			Help: "Speakers alive in this speaker's memberlist view that are ready to serve (their cache synced and first plan applied), itself included when it is: the speakers elections choose from.",
+		}, func() float64 { return float64(ml.Stats().Ready) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "herald_memberlist_departures_total",
 			Help: "Speakers this speaker saw leave or declared dead. On a quiet cluster it grows only when a node or speaker stops; growth without that is a false positive (tune the profile).",

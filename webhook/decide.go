@@ -9,6 +9,7 @@ package webhook
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"time"
@@ -81,11 +82,17 @@ type Decision struct {
 // Objects that are broken already and stay as they were never refuse an
 // unrelated request.
 func Decide(current config.Objects, req Request) Decision {
+	return DecideWith(current, config.ParseKeepingLastValid(current), req)
+}
+
+// DecideWith is Decide with the resolution of current already made
+// (config.ParseKeepingLastValid(current)).
+func DecideWith(current config.Objects, resolved config.Resolved, req Request) Decision {
 	after, err := apply(current, req)
 	if err != nil {
 		return Decision{Allowed: false, Message: err.Error()}
 	}
-	before := config.ParseKeepingLastValid(current).States
+	before := resolved.States
 	res := config.ParseKeepingLastValid(after).States
 	self := config.ObjectRef{Kind: req.Kind, Name: req.Name}
 
@@ -172,6 +179,11 @@ func apply(current config.Objects, req Request) (config.Objects, error) {
 		Peers:             without(current.Peers, req.Name, req.Kind == config.KindBGPPeer),
 		Communities:       without(current.Communities, req.Name, req.Kind == config.KindCommunity),
 		BFDProfiles:       without(current.BFDProfiles, req.Name, req.Kind == config.KindBFDProfile),
+	}
+	// The object is replaced or removed: what was unreadable of it is gone.
+	if len(current.Unreadable) > 0 {
+		out.Unreadable = maps.Clone(current.Unreadable)
+		delete(out.Unreadable, config.ObjectRef{Kind: req.Kind, Name: req.Name})
 	}
 	if req.Operation == Delete {
 		return out, nil

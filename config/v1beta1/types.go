@@ -42,7 +42,11 @@ type IPAddressPoolSpec struct {
 	// Addresses lists the pool's addresses as CIDRs (192.168.10.0/24,
 	// fd00:10::/120) or inclusive ranges (192.168.10.10-192.168.10.20). IPv4 and
 	// IPv6 entries may be mixed in one pool; one range may not mix families.
+	// At most 4096 entries.
 	// +optional
+	// +kubebuilder:validation:MaxItems=4096
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:items:XValidation:rule="self.contains('/') ? isCIDR(self.trim()) : (self.split('-').size() == 2 && isIP(self.split('-')[0].trim()) && isIP(self.split('-')[1].trim()))",message="must be a CIDR (192.168.10.0/24) or a range of two addresses (192.168.10.10-192.168.10.20), without zones or IPv4-mapped IPv6"
 	Addresses []string `json:"addresses,omitempty"`
 
 	// NodeAddresses makes a pool whose addresses are the nodes' own IPs (the
@@ -72,7 +76,7 @@ type IPAddressPoolSpec struct {
 type NodeAddresses struct {
 	// NodeSelector picks the nodes; empty means every node.
 	// +optional
-	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+	NodeSelector *LabelSelector `json:"nodeSelector,omitempty"`
 
 	// AddressType is the node address a Service's status lists: ExternalIP
 	// (the serving nodes' ExternalIPs when any of them has one of the
@@ -89,21 +93,27 @@ type ServiceAllocation struct {
 	// sorts after every set priority.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	Priority int `json:"priority,omitempty"`
 
-	// Namespaces the pool serves, by name.
+	// Namespaces the pool serves, by name (at most 1024).
 	// +optional
+	// +kubebuilder:validation:MaxItems=1024
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespaces []string `json:"namespaces,omitempty"`
 
 	// NamespaceSelectors select the namespaces the pool serves by label. A
 	// namespace matching Namespaces or any selector is served.
 	// +optional
-	NamespaceSelectors []metav1.LabelSelector `json:"namespaceSelectors,omitempty"`
+	// +kubebuilder:validation:MaxItems=8
+	NamespaceSelectors []LabelSelector `json:"namespaceSelectors,omitempty"`
 
 	// ServiceSelectors select the Services the pool serves by label. When both
 	// namespaces and Service selectors are set, a Service must match both.
 	// +optional
-	ServiceSelectors []metav1.LabelSelector `json:"serviceSelectors,omitempty"`
+	// +kubebuilder:validation:MaxItems=8
+	ServiceSelectors []LabelSelector `json:"serviceSelectors,omitempty"`
 }
 
 // IPAddressPoolStatus reports the pool's use. IPv6 figures saturate at the
@@ -215,18 +225,28 @@ type L2Advertisement struct {
 type L2AdvertisementSpec struct {
 	// IPAddressPools names the pools to announce.
 	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
 	IPAddressPools []string `json:"ipAddressPools,omitempty"`
 	// IPAddressPoolSelectors select pools to announce by label.
 	// +optional
-	IPAddressPoolSelectors []metav1.LabelSelector `json:"ipAddressPoolSelectors,omitempty"`
+	// +kubebuilder:validation:MaxItems=8
+	IPAddressPoolSelectors []LabelSelector `json:"ipAddressPoolSelectors,omitempty"`
 	// NodeSelectors limit the nodes that may announce; empty means every node.
 	// +optional
-	NodeSelectors []metav1.LabelSelector `json:"nodeSelectors,omitempty"`
+	// +kubebuilder:validation:MaxItems=8
+	NodeSelectors []LabelSelector `json:"nodeSelectors,omitempty"`
 	// Interfaces limit the interfaces answering ARP/NDP; empty means every
 	// eligible interface of the node: up, ARP-capable, not a bridge port or
 	// bond slave, not a tunnel or container interface, not excluded by the
-	// speaker's --l2-exclude-interfaces.
+	// speaker's --l2-exclude-interfaces. Names are Linux interface names: 1
+	// to 15 bytes, no '/', ':' or white space, not "." or "..".
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=15
+	// +kubebuilder:validation:items:Pattern=`^[^/:\x00-\x20\x7f]+$`
+	// +kubebuilder:validation:items:XValidation:rule="bytes(self).size() <= 15 && self != '.' && self != '..'",message="must be a Linux interface name: at most 15 bytes, not '.' or '..'"
 	Interfaces []string `json:"interfaces,omitempty"`
 }
 
@@ -256,15 +276,21 @@ type BGPAdvertisement struct {
 type BGPAdvertisementSpec struct {
 	// IPAddressPools names the pools to announce.
 	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
 	IPAddressPools []string `json:"ipAddressPools,omitempty"`
 	// IPAddressPoolSelectors select pools to announce by label.
 	// +optional
-	IPAddressPoolSelectors []metav1.LabelSelector `json:"ipAddressPoolSelectors,omitempty"`
+	// +kubebuilder:validation:MaxItems=8
+	IPAddressPoolSelectors []LabelSelector `json:"ipAddressPoolSelectors,omitempty"`
 	// NodeSelectors limit the nodes that announce; empty means every node.
 	// +optional
-	NodeSelectors []metav1.LabelSelector `json:"nodeSelectors,omitempty"`
+	// +kubebuilder:validation:MaxItems=8
+	NodeSelectors []LabelSelector `json:"nodeSelectors,omitempty"`
 	// Peers names the BGPPeers to announce to; empty means every peer.
 	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
 	Peers []string `json:"peers,omitempty"`
 	// AggregationLength is the IPv4 prefix length announced (default 32). It
 	// may not be shorter than any prefix of the pools it announces.
@@ -277,13 +303,20 @@ type BGPAdvertisementSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=128
 	AggregationLengthV6 *int32 `json:"aggregationLengthV6,omitempty"`
-	// LocalPref is the LOCAL_PREF attribute for iBGP peers.
+	// LocalPref is the LOCAL_PREF attribute for iBGP peers (0-4294967295).
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
 	LocalPref uint32 `json:"localPref,omitempty"`
 	// Communities attached to the routes: standard (65000:100), large
 	// (large:1:2:3), a well-known name (no-export, no-advertise, local-as,
 	// no-peer) or the name of a Community alias.
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:XValidation:rule="!self.contains(':') || (self.startsWith('large:') ? self.matches('^large:[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10}$') && self.split(':').all(p, p == 'large' || int(p) <= 4294967295) : self.matches('^[0-9]{1,5}:[0-9]{1,5}$') && self.split(':').all(p, int(p) <= 65535))",message="must be a standard community (two numbers 0-65535, 65000:100), a large community (large: and three numbers 0-4294967295, large:1:2:3), a well-known name or a Community alias without ':'"
 	Communities []string `json:"communities,omitempty"`
 }
 
@@ -312,13 +345,19 @@ type BGPPeer struct {
 
 // BGPPeerSpec describes one BGP neighbour.
 type BGPPeerSpec struct {
-	// MyASN is the AS number the speakers use.
+	// MyASN is the AS number the speakers use (1-4294967295).
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
 	MyASN uint32 `json:"myASN"`
-	// PeerASN is the router's AS number.
+	// PeerASN is the router's AS number (1-4294967295).
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
 	PeerASN uint32 `json:"peerASN"`
 	// PeerAddress is the router's IPv4 or IPv6 address.
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IPv4 or IPv6 address, without a zone"
 	PeerAddress string `json:"peerAddress"`
 	// PeerPort is the router's TCP port (default 179).
 	// +optional
@@ -327,19 +366,36 @@ type BGPPeerSpec struct {
 	PeerPort uint16 `json:"peerPort,omitempty"`
 	// SourceAddress is the local address of the session.
 	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IPv4 or IPv6 address, without a zone"
 	SourceAddress string `json:"sourceAddress,omitempty"`
 	// RouterID overrides the BGP router ID (an IPv4 address).
 	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:XValidation:rule="isIP(self) && ip(self).family() == 4",message="must be an IPv4 address"
 	RouterID string `json:"routerID,omitempty"`
 	// HoldTime is the proposed hold time (default 90s); 0 or at least 3s.
+	// A duration with a unit: 90s, 3m.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be a duration that is not negative, with a unit (90s, 3m)"
 	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
 	// KeepaliveTime is the keepalive interval (default a third of HoldTime); it
 	// must be shorter than HoldTime.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be a duration that is not negative, with a unit (30s)"
 	KeepaliveTime *metav1.Duration `json:"keepaliveTime,omitempty"`
 	// ConnectTime is the connect retry interval (default 120s).
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be a duration that is not negative, with a unit (120s)"
 	ConnectTime *metav1.Duration `json:"connectTime,omitempty"`
 	// EBGPMultiHop allows an eBGP peer that is not directly connected.
 	// +optional
@@ -350,7 +406,8 @@ type BGPPeerSpec struct {
 	PasswordSecret *SecretReference `json:"passwordSecret,omitempty"`
 	// NodeSelectors limit the nodes that peer; empty means every node.
 	// +optional
-	NodeSelectors []metav1.LabelSelector `json:"nodeSelectors,omitempty"`
+	// +kubebuilder:validation:MaxItems=8
+	NodeSelectors []LabelSelector `json:"nodeSelectors,omitempty"`
 	// GracefulRestart enables BGP graceful restart (RFC 4724) so routers keep
 	// the routes while a speaker restarts.
 	// +optional
@@ -360,11 +417,16 @@ type BGPPeerSpec struct {
 	// the path is down. A missing or invalid profile leaves the session
 	// without BFD (a warning), never without BGP.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	BFDProfile string `json:"bfdProfile,omitempty"`
 }
 
 // SecretReference names a Secret in the install namespace.
 type SecretReference struct {
+	// Name is the Secret's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 }
 
@@ -391,15 +453,23 @@ type Community struct {
 
 // CommunitySpec lists aliases.
 type CommunitySpec struct {
+	// Communities are the aliases (at most 1024).
 	// +optional
+	// +kubebuilder:validation:MaxItems=1024
 	Communities []CommunityAlias `json:"communities,omitempty"`
 }
 
 // CommunityAlias names one community value.
 type CommunityAlias struct {
-	// Name is the alias used in BGPAdvertisement.spec.communities.
+	// Name is the alias used in BGPAdvertisement.spec.communities: not
+	// empty, without ':'.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[^:]+$`
 	Name string `json:"name"`
 	// Value is a standard (65000:100) or large (large:1:2:3) community.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('large:') ? self.matches('^large:[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10}$') && self.split(':').all(p, p == 'large' || int(p) <= 4294967295) : self.matches('^[0-9]{1,5}:[0-9]{1,5}$') && self.split(':').all(p, int(p) <= 65535)",message="must be a standard community (two numbers 0-65535, 65000:100) or a large community (large: and three numbers 0-4294967295, large:1:2:3)"
 	Value string `json:"value"`
 }
 
@@ -496,4 +566,81 @@ type BFDProfileList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []BFDProfile `json:"items"`
+}
+
+// LabelSelector selects objects by label, exactly as metav1.LabelSelector
+// (the same JSON), with bounds the API server enforces: at most 16
+// matchLabels and 8 matchExpressions of at most 128 values each, and keys
+// and values that are valid label keys and values. An empty selector
+// matches every object.
+//
+// +structType=atomic
+type LabelSelector struct {
+	// MatchLabels: every key must have the value.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="keys must be label keys: a name of up to 63 characters (letters, digits, '-', '_', '.'), optionally prefixed by a DNS subdomain and '/'"
+	// +mapType=atomic
+	MatchLabels map[string]LabelValue `json:"matchLabels,omitempty"`
+	// MatchExpressions: every requirement must hold.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	MatchExpressions []LabelSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// LabelValue is a label value: up to 63 characters (letters, digits, '-',
+// '_', '.'), beginning and ending with a letter or digit, or empty.
+//
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+type LabelValue string
+
+// LabelSelectorRequirement is metav1.LabelSelectorRequirement, bounded.
+//
+// +kubebuilder:validation:XValidation:rule="self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0 : !has(self.values) || size(self.values) == 0",message="values must be non-empty for In and NotIn, and empty for Exists and DoesNotExist"
+type LabelSelectorRequirement struct {
+	// Key is the label key.
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="!format.qualifiedName().validate(self).hasValue()",message="must be a label key: a name of up to 63 characters (letters, digits, '-', '_', '.'), optionally prefixed by a DNS subdomain and '/'"
+	Key string `json:"key"`
+	// Operator is In, NotIn, Exists or DoesNotExist.
+	// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
+	Operator metav1.LabelSelectorOperator `json:"operator"`
+	// Values are the label values of In and NotIn.
+	// +optional
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=atomic
+	Values []LabelValue `json:"values,omitempty"`
+}
+
+// MatchLabels is a selector of the given labels.
+func MatchLabels(kv map[string]string) LabelSelector {
+	s := LabelSelector{MatchLabels: make(map[string]LabelValue, len(kv))}
+	for k, v := range kv {
+		s.MatchLabels[k] = LabelValue(v)
+	}
+	return s
+}
+
+// AsMeta returns the selector as a metav1.LabelSelector (nil for nil).
+func (s *LabelSelector) AsMeta() *metav1.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &metav1.LabelSelector{}
+	if s.MatchLabels != nil {
+		out.MatchLabels = make(map[string]string, len(s.MatchLabels))
+		for k, v := range s.MatchLabels {
+			out.MatchLabels[k] = string(v)
+		}
+	}
+	for _, r := range s.MatchExpressions {
+		req := metav1.LabelSelectorRequirement{Key: r.Key, Operator: r.Operator}
+		for _, v := range r.Values {
+			req.Values = append(req.Values, string(v))
+		}
+		out.MatchExpressions = append(out.MatchExpressions, req)
+	}
+	return out
 }

@@ -26,6 +26,7 @@ import (
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -364,3 +365,68 @@ func RunTests(m *testing.M, prefix, crdDir string, srv **Server) int {
 	}
 	return code
 }
+
+// WriteBypassingSchema writes an object that the CRD's schema would refuse,
+// as an object stored under an older or looser schema stays stored after an
+// upgrade: the CRD named crd (e.g. bgppeers.herald.dev) is given a spec that
+// admits anything, write(false) is retried until the server takes it, the
+// CRD's schema is put back, and write(true) is retried until the server
+// refuses it again (the strict schema serves). write(true) must be a dry-run
+// create of another object with the same spec: the server lets an update
+// keep invalid fields it does not change. The schema is put back also when
+// the write fails.
+func (s *Server) WriteBypassingSchema(ctx context.Context, crd string, write func(dryRun bool) error) error {
+	cs, err := apiextclient.NewForConfig(s.Config)
+	if err != nil {
+		return err
+	}
+	crds := cs.ApiextensionsV1().CustomResourceDefinitions()
+	orig, err := crds.Get(ctx, crd, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	setSpec := func(spec apiextv1.JSONSchemaProps) error {
+		for {
+			cur, err := crds.Get(ctx, crd, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for i := range cur.Spec.Versions {
+				cur.Spec.Versions[i].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+			}
+			if _, err = crds.Update(ctx, cur, metav1.UpdateOptions{}); err == nil || !apierrors.IsConflict(err) {
+				return err
+			}
+		}
+	}
+	loose := apiextv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
+	if err := setSpec(loose); err != nil {
+		return fmt.Errorf("loosening %s: %w", crd, err)
+	}
+	var writeErr error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if writeErr = write(false); writeErr == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := setSpec(orig.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]); err != nil {
+		return fmt.Errorf("restoring %s: %w", crd, err)
+	}
+	if writeErr != nil {
+		return fmt.Errorf("writing past the schema of %s: %w", crd, writeErr)
+	}
+	for deadline = time.Now().Add(30 * time.Second); ; {
+		err := write(true)
+		if apierrors.IsInvalid(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the strict schema of %s is not back after 30s (a dry run of the write: %v)", crd, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -90,6 +90,7 @@ func testOptions(i int, p Profile) Options {
 		Profile:   p,
 		Overrides: measureOverrides(),
 		Logger:    testLogger(),
+		Ready:     true,
 		anyPort:   true,
 	}
 }

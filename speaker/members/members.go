@@ -58,6 +58,9 @@ type Options struct {
 	// group again after a partition. Zero: DefaultRejoinInterval;
 	// negative: never (peers are then joined only when first known).
 	RejoinInterval time.Duration
+	// Ready is the readiness advertised from the start (SetReady changes
+	// it): a speaker starts not ready and says so once it can serve.
+	Ready bool
 	// Logger receives memberlist's logs (its DEBUG lines at debug level)
 	// and membership changes. Nil: slog.Default().
 	Logger *slog.Logger
@@ -87,6 +90,9 @@ type Stats struct {
 	Arrivals, Departures uint64
 	// Updates counts members whose address or metadata changed.
 	Updates uint64
+	// Ready is the number of alive members that said they are ready to
+	// serve (SetReady), this one included when it is.
+	Ready int
 	// HealthScore is memberlist's view of its own timeliness: 0 is
 	// healthy; higher means this member misses probe deadlines and has
 	// slowed its probing (an overloaded node).
@@ -119,6 +125,12 @@ type Members struct {
 
 	stateMu sync.Mutex // serialises Leave and Shutdown
 	down    bool
+
+	// ready is this member's readiness, advertised in its metadata;
+	// notReady are the alive members that advertise they are not ready
+	// (kept by the event delegate, like addrs).
+	ready    atomic.Bool
+	notReady map[string]bool
 
 	joins, joinFailures, rejoins  atomic.Uint64
 	arrivals, departures, updates atomic.Uint64
@@ -186,6 +198,7 @@ func Start(o Options) (*Members, error) {
 	if m.rejoin == 0 {
 		m.rejoin = DefaultRejoinInterval
 	}
+	m.ready.Store(o.Ready)
 
 	mlLog := log.New(logWriter{l}, "", 0)
 	nt, err := newNetTransport(o.BindAddr, port, mlLog)
@@ -208,6 +221,7 @@ func Start(o Options) (*Members, error) {
 	}
 	conf.Logger = mlLog
 	conf.Events = eventDelegate{m}
+	conf.Delegate = metaDelegate{m}
 	var tr memberlist.Transport = nt
 	if o.wrapTransport != nil {
 		tr = o.wrapTransport(nt, netip.AddrPortFrom(o.BindAddr, uint16(port)))
@@ -398,9 +412,36 @@ func (m *Members) join(addrs []netip.AddrPort, rejoin bool) {
 	}
 }
 
-// Alive returns the sorted names of the members alive now, this one
-// included (unless it has left).
+// Alive returns the sorted names of the members alive now and ready to
+// serve (SetReady), this one included when it is (and has not left): the
+// speakers an election may choose. A member that joined but is not ready
+// yet is left out, so no address is elected to a speaker that cannot
+// answer for it. Members that advertise no readiness (older versions) count
+// as ready.
 func (m *Members) Alive() []string {
+	nodes := m.ml.Members()
+	names := make([]string, 0, len(nodes))
+	self := m.ml.LocalNode().Name
+	m.addrMu.Lock()
+	for _, n := range nodes {
+		if n.Name == self {
+			if m.ready.Load() {
+				names = append(names, n.Name)
+			}
+			continue
+		}
+		if !m.notReady[n.Name] {
+			names = append(names, n.Name)
+		}
+	}
+	m.addrMu.Unlock()
+	slices.Sort(names)
+	return names
+}
+
+// Joined returns the sorted names of every member alive now, ready or not,
+// this one included.
+func (m *Members) Joined() []string {
 	nodes := m.ml.Members()
 	names := make([]string, 0, len(nodes))
 	for _, n := range nodes {
@@ -408,6 +449,23 @@ func (m *Members) Alive() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// SetReady advertises whether this member is ready to serve: until it is,
+// the others' Alive leaves it out. The change is gossiped in the
+// background (waiting up to a second for one member to take it) and
+// reported on Changes here at once.
+func (m *Members) SetReady(ready bool) {
+	if m.ready.Swap(ready) == ready {
+		return
+	}
+	m.log.Info("readiness advertised", "ready", ready)
+	go func() {
+		if err := m.ml.UpdateNode(time.Second); err != nil {
+			m.log.Warn("advertising readiness", "ready", ready, "err", err)
+		}
+	}()
+	m.notify(&m.updates)
 }
 
 // Changes receives a value after any join, leave, death or update of a
@@ -461,8 +519,10 @@ func (m *Members) Stats() Stats {
 	m.mu.Lock()
 	known := len(m.peers)
 	m.mu.Unlock()
+	ready := len(m.Alive())
 	return Stats{
 		Alive:        m.ml.NumMembers(),
+		Ready:        ready,
 		Known:        known,
 		Joins:        m.joins.Load(),
 		JoinFailures: m.joinFailures.Load(),
@@ -482,38 +542,86 @@ func (m *Members) notify(counter *atomic.Uint64) {
 	}
 }
 
-func (m *Members) setAddr(name string, a netip.AddrPort, alive bool) {
+func (m *Members) setAddr(name string, a netip.AddrPort, alive bool, meta []byte) {
 	m.addrMu.Lock()
 	defer m.addrMu.Unlock()
 	if !alive {
 		delete(m.addrs, name)
+		delete(m.notReady, name)
 		return
 	}
 	if m.addrs == nil {
 		m.addrs = map[string]netip.AddrPort{}
+		m.notReady = map[string]bool{}
 	}
 	m.addrs[name] = a
+	if readyOf(meta) {
+		delete(m.notReady, name)
+	} else {
+		m.notReady[name] = true
+	}
 }
+
+// The metadata a member advertises: a version byte, then flags.
+const (
+	metaVersion = 1
+	flagReady   = 1 << 0
+)
+
+// metaOf is the metadata advertising readiness.
+func metaOf(ready bool) []byte {
+	var flags byte
+	if ready {
+		flags |= flagReady
+	}
+	return []byte{metaVersion, flags}
+}
+
+// readyOf reads readiness from a member's metadata: none (an older
+// version) or an unknown version counts as ready.
+func readyOf(meta []byte) bool {
+	if len(meta) < 2 || meta[0] != metaVersion {
+		return true
+	}
+	return meta[1]&flagReady != 0
+}
+
+// metaDelegate gives memberlist this member's metadata.
+type metaDelegate struct{ m *Members }
+
+func (d metaDelegate) NodeMeta(limit int) []byte {
+	b := metaOf(d.m.ready.Load())
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+func (metaDelegate) NotifyMsg([]byte)                {}
+func (metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
+func (metaDelegate) LocalState(bool) []byte          { return nil }
+func (metaDelegate) MergeRemoteState([]byte, bool)   {}
+
+var _ memberlist.Delegate = metaDelegate{}
 
 // eventDelegate receives memberlist's events. memberlist calls it with its
 // node lock held: it must not call back into memberlist.
 type eventDelegate struct{ m *Members }
 
 func (d eventDelegate) NotifyJoin(n *memberlist.Node) {
-	d.m.setAddr(n.Name, nodeAddr(n), true)
+	d.m.setAddr(n.Name, nodeAddr(n), true, n.Meta)
 	d.m.log.Info("member alive", "node", n.Name, "addr", nodeAddr(n))
 	d.m.notify(&d.m.arrivals)
 }
 
 func (d eventDelegate) NotifyLeave(n *memberlist.Node) {
-	d.m.setAddr(n.Name, netip.AddrPort{}, false)
+	d.m.setAddr(n.Name, netip.AddrPort{}, false, nil)
 	d.m.log.Info("member gone (left or dead)", "node", n.Name, "addr", nodeAddr(n))
 	d.m.notify(&d.m.departures)
 }
 
 func (d eventDelegate) NotifyUpdate(n *memberlist.Node) {
-	d.m.setAddr(n.Name, nodeAddr(n), true)
-	d.m.log.Debug("member updated", "node", n.Name, "addr", nodeAddr(n))
+	d.m.setAddr(n.Name, nodeAddr(n), true, n.Meta)
+	d.m.log.Debug("member updated", "node", n.Name, "addr", nodeAddr(n), "ready", readyOf(n.Meta))
 	d.m.notify(&d.m.updates)
 }
 

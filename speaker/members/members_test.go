@@ -574,3 +574,44 @@ func TestShutdownDoesNotWaitForJoins(t *testing.T) {
 		t.Errorf("Shutdown took %v with a join in flight", d)
 	}
 }
+
+// TestNotReadyLeftOutOfAlive: a member that joined but has not said it is
+// ready (a speaker whose cache has not synced) is alive for memberlist but
+// left out of everyone's Alive, itself included, until SetReady; readiness
+// gossips to the others.
+func TestNotReadyLeftOutOfAlive(t *testing.T) {
+	a, b := testOptions(0, ProfileFast), testOptions(1, ProfileFast)
+	b.Ready = false
+	ms := startGroup(t, []Options{a, b})
+	waitFor(t, ms, 10*time.Second, "both joined", func() bool {
+		return len(ms[0].Joined()) == 2 && len(ms[1].Joined()) == 2
+	})
+	waitFor(t, ms, 10*time.Second, "the unready member left out", func() bool {
+		return slices.Equal(ms[0].Alive(), []string{"node-0"}) && slices.Equal(ms[1].Alive(), []string{"node-0"})
+	})
+	if st := ms[0].Stats(); st.Alive != 2 || st.Ready != 1 {
+		t.Errorf("stats alive %d ready %d, want 2 and 1", st.Alive, st.Ready)
+	}
+	ms[1].SetReady(true)
+	waitFor(t, ms, 10*time.Second, "ready once it says so", func() bool {
+		return slices.Equal(ms[0].Alive(), []string{"node-0", "node-1"}) && slices.Equal(ms[1].Alive(), []string{"node-0", "node-1"})
+	})
+}
+
+func TestReadyOf(t *testing.T) {
+	for _, tc := range []struct {
+		meta []byte
+		want bool
+	}{
+		{nil, true},                       // an older speaker: no metadata
+		{[]byte{metaVersion}, true},       // too short: not ours
+		{[]byte{9, 0}, true},              // an unknown version
+		{metaOf(true), true},              //
+		{metaOf(false), false},            //
+		{[]byte{metaVersion, 0x2}, false}, // other flags only
+	} {
+		if got := readyOf(tc.meta); got != tc.want {
+			t.Errorf("readyOf(%v) = %v, want %v", tc.meta, got, tc.want)
+		}
+	}
+}
