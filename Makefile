@@ -27,7 +27,7 @@ SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e e2e-nllb e2e-ccm kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-webhook bench-config bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e e2e-nllb e2e-ccm kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -80,6 +80,18 @@ chart-lint: kube-bin
 ## server-side dry run (default values and every mode), and the RBAC of each ServiceAccount by impersonation
 chart-test: chart-lint
 	$(GO) test -tags integration -count=1 -timeout 10m -v ./charts/
+
+## bench-webhook: a burst of 200 configuration objects from 16 writers, every one judged by the admission webhook
+## against the real API server: the API server's own count of reads of Herald's kinds, the create times the writers
+## see and the webhook's answer times (lines WEBHOOK); then the webhook alone (BenchmarkAdmissionBurst)
+bench-webhook: kube-bin
+	$(GO) test -tags integration -count=1 -timeout 10m -run '^TestWebhookBurst$$' -v ./controller/ | grep -E 'WEBHOOK|^(ok|FAIL|---)'
+	$(GO) test -run '^$$' -bench '^BenchmarkAdmissionBurst$$' -benchtime 20x ./webhook/ | grep -E '^Benchmark|^(ok|FAIL)'
+
+## bench-config: config.ParseKeepingLastValid of the largest objects the CRDs admit (one of each kind, then 10 and
+## 100 such pools)
+bench-config:
+	$(GO) test -run '^$$' -bench '^BenchmarkParseLargest$$' -benchmem ./config/ | grep -E '^Benchmark|^(ok|FAIL)'
 
 ## bench-controller: 1,000 Services against the real API server; prints LOAD figures
 bench-controller: kube-bin
@@ -259,12 +271,25 @@ verify-generated: $(CONTROLLER_GEN)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./ipam/
 
-## fuzz: run the fuzz tests (allocator, speaker planner, NLLB kubeconfig patch) for FUZZTIME (default 60s) each
+## fuzz: run every fuzz target for FUZZTIME (default 60s) each: the parsers of outside input (configuration objects,
+## the objects the CRD schemas admit, Service annotations, the svclb environment, the tolerations annotation, the NLLB
+## upstream file and EndpointSlices, the webhook's requests, ARP/NDP/BFD packets, the kubeconfig patch) and the
+## allocator and planner. `make test` runs their committed corpora (testdata/fuzz); FUZZ_CORPUS=1 copies what a run
+## found into them.
 FUZZTIME ?= 60s
+FUZZ_TARGETS := ./config:FuzzParse ./config/crdtest:FuzzSchemaObjects ./ipam:FuzzParseRequest ./ipam:FuzzAllocator \
+  ./svclb:FuzzParseEnv ./svclb/daemonset:FuzzTolerations ./nllb:FuzzParseUpstreams ./nllb/discovery:FuzzUpstreams \
+  ./nllb/kubeconfig:FuzzPatch ./webhook:FuzzReview ./speaker/plan:FuzzCompute ./announce/arp:FuzzARPParse \
+  ./announce/ndp:FuzzNDPParse ./announce/bfd:FuzzParse ./announce/bfd:FuzzSession
 fuzz:
-	$(GO) test -run '^$$' -fuzz Fuzz -fuzztime $(FUZZTIME) ./ipam/
-	$(GO) test -run '^$$' -fuzz Fuzz -fuzztime $(FUZZTIME) ./speaker/plan/
-	$(GO) test -run '^$$' -fuzz FuzzPatch -fuzztime $(FUZZTIME) ./nllb/kubeconfig/
+	for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  if [ -n "$${FUZZ_CORPUS:-}" ]; then \
+	    src="$$($(GO) env GOCACHE)/fuzz/github.com/herald-lb/herald/$${pkg#./}/$$name"; \
+	    if [ -d "$$src" ]; then mkdir -p "$$pkg/testdata/fuzz/$$name" && cp -n "$$src"/* "$$pkg/testdata/fuzz/$$name/"; fi; \
+	  fi; \
+	done
 
 tools: $(CONTROLLER_GEN) $(STATICCHECK) shellcheck
 
