@@ -3,6 +3,7 @@ package speaker
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/herald-lb/herald/internal/utf8text"
 	"github.com/herald-lb/herald/speaker/members"
 	"github.com/herald-lb/herald/speaker/plan"
 )
@@ -98,8 +99,20 @@ func (c *l2Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.gratuitous
 }
 
+// Collect reports the responders' counters by interface. Interface names
+// are any bytes the kernel allows: they are escaped into valid UTF-8 (a
+// label value must be), and names that escape alike are summed, so one odd
+// interface never fails the scrape.
 func (c *l2Collector) Collect(ch chan<- prometheus.Metric) {
+	byLabel := map[string]L2Counters{}
 	for name, s := range c.ann.L2Stats() {
+		l := utf8text.Escape(name)
+		sum := byLabel[l]
+		sum.Answered += s.Answered
+		sum.Gratuitous += s.Gratuitous
+		byLabel[l] = sum
+	}
+	for name, s := range byLabel {
 		ch <- prometheus.MustNewConstMetric(c.answered, prometheus.CounterValue, float64(s.Answered), name)
 		ch <- prometheus.MustNewConstMetric(c.gratuitous, prometheus.CounterValue, float64(s.Gratuitous), name)
 	}

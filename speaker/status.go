@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/internal/utf8text"
 	"github.com/herald-lb/herald/speaker/plan"
 )
 
@@ -64,7 +65,11 @@ func statusByService(all []plan.L2Announcement, node string, def []string) map[s
 			if ifs == nil {
 				ifs = def
 			}
-			d.ifaces = append(d.ifaces, ifs...)
+			for _, i := range ifs {
+				// As the API will hold it (JSON strings are UTF-8), so
+				// that what is read back compares equal.
+				d.ifaces = append(d.ifaces, utf8text.Escape(i))
+			}
 		}
 	}
 	for _, d := range out {

@@ -1,6 +1,9 @@
 package speaker
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -8,8 +11,10 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/speaker/plan"
 )
 
@@ -134,5 +139,44 @@ herald_l2_announced{address="10.0.0.2",node="n1",service="a/web"} 1
 `
 	if err := testutil.CollectAndCompare(m.announced, strings.NewReader(want)); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestOddInterfaceNames (issue 22, part 7): Linux allows interface names
+// that are not valid UTF-8. The speaker's whole scrape must still succeed
+// (before: the collector panicked, which took the speaker down), two names
+// that escape alike must not make a duplicate series, and the names written
+// to ServiceL2Status must read back equal (JSON would replace the bytes and
+// the status would be rewritten on every plan).
+func TestOddInterfaceNames(t *testing.T) {
+	odd, odd2 := "eth\xff", `eth\xff` // the second is what the first escapes to
+	r := &recording{stats: map[string]L2Counters{odd: {Answered: 3}, odd2: {Answered: 4}, "eth0": {Answered: 1}},
+		def: []string{odd, "eth0"}}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(&l2Collector{ann: r,
+		answered:   prometheus.NewDesc("herald_l2_requests_answered_total", "h", []string{"interface"}, nil),
+		gratuitous: prometheus.NewDesc("herald_l2_gratuitous_sent_total", "h", []string{"interface"}, nil),
+	})
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape: HTTP %d: %s", rec.Code, rec.Body)
+	}
+	if !strings.Contains(rec.Body.String(), `herald_l2_requests_answered_total{interface="eth\\xff"} 7`) {
+		t.Errorf("scrape has no escaped interface with both counts:\n%s", rec.Body)
+	}
+
+	got := statusByService([]plan.L2Announcement{ann("10.0.0.1", "n1", nil, "a/web")}, "n1", r.def)
+	obj := v1beta1.ServiceL2Status{Status: v1beta1.ServiceL2StatusStatus{Interfaces: got["a/web"].ifaces}}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back v1beta1.ServiceL2Status
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(back.Status.Interfaces, got["a/web"].ifaces) {
+		t.Errorf("interfaces %q read back as %q: the status would be rewritten on every plan", got["a/web"].ifaces, back.Status.Interfaces)
 	}
 }
