@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/herald-lb/herald/svcstatus"
@@ -18,7 +19,8 @@ type ServiceChange struct {
 	Ingress []corev1.LoadBalancerIngress
 	// DropIngress are the entries Herald wrote, to be removed.
 	DropIngress []corev1.LoadBalancerIngress
-	// DropCondition removes Herald's condition (svcstatus.ConditionType).
+	// DropCondition removes Herald's conditions (svcstatus.ConditionType,
+	// ConditionSharing).
 	DropCondition bool
 	// DropAnnotations are the annotations Herald set, to be removed.
 	DropAnnotations []string
@@ -72,7 +74,7 @@ func PlanService(svc *corev1.Service, onlyClass, cloudFinalizer bool) ServiceCha
 	var ch ServiceChange
 	ch.DropFinalizer = cloudFinalizer && served(svc, onlyClass) && slices.Contains(svc.Finalizers, CloudFinalizer)
 	cond := svcstatus.Condition(svc)
-	ch.DropCondition = cond != nil
+	ch.DropCondition = cond != nil || meta.FindStatusCondition(svc.Status.Conditions, svcstatus.ConditionSharing) != nil
 	for _, a := range heraldAnnotations {
 		if _, ok := svc.Annotations[a]; ok {
 			ch.DropAnnotations = append(ch.DropAnnotations, a)
@@ -128,7 +130,7 @@ func (c ServiceChange) Apply(svc *corev1.Service) *corev1.Service {
 	}
 	if c.DropCondition {
 		out.Status.Conditions = slices.DeleteFunc(out.Status.Conditions, func(x metav1.Condition) bool {
-			return x.Type == svcstatus.ConditionType
+			return x.Type == svcstatus.ConditionType || x.Type == svcstatus.ConditionSharing
 		})
 		if len(out.Status.Conditions) == 0 {
 			out.Status.Conditions = nil

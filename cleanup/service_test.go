@@ -50,6 +50,10 @@ func TestPlanService(t *testing.T) {
 			want: ServiceChange{DropIngress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, DropCondition: true}},
 		{name: "the finalizer on a Service of another class: not Herald's, stays",
 			svc: svcSpec{class: &otherClass, fin: []string{CloudFinalizer}}, cloudFinalizer: true},
+		{name: "a shared address: both conditions removed",
+			svc: svcSpec{ann: userAnn, ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, conds: []metav1.Condition{allocated,
+				{Type: svcstatus.ConditionSharing, Status: metav1.ConditionTrue, Reason: svcstatus.ReasonShared}}},
+			want: ServiceChange{DropIngress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, DropCondition: true}},
 		{name: "address pool, no class: entry and condition removed",
 			svc:  svcSpec{ann: userAnn, ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, conds: []metav1.Condition{allocated}},
 			want: ServiceChange{DropIngress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, DropCondition: true}},
@@ -123,7 +127,7 @@ func TestPlanService(t *testing.T) {
 				}
 			}
 			for _, c := range tc.svc.conds {
-				if c.Type != svcstatus.ConditionType && svcstatus.Condition(after) == nil && len(after.Status.Conditions) == 0 {
+				if c.Type != svcstatus.ConditionType && c.Type != svcstatus.ConditionSharing && svcstatus.Condition(after) == nil && len(after.Status.Conditions) == 0 {
 					t.Errorf("foreign condition %s removed", c.Type)
 				}
 			}

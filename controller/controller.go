@@ -282,9 +282,11 @@ func (r *Reconciler) restoreAll(ctx context.Context, svcs []*corev1.Service) (re
 }
 
 // restore loads the assignment in svc's status into the allocator. It reads
-// only the status, the pool annotation of node-address Services and what the
-// spec says about sharing (ports, sharing key, backends): never the request,
-// so a Service whose request was edited into something refused keeps what it
+// only the status (the addresses, and the terms a shared address was granted
+// under), the pool annotation of node-address Services and, for a status
+// without recorded terms (written by an older version), what the spec says
+// about sharing (ports, sharing key, backends): never the request, so a
+// Service whose request was edited into something refused keeps what it
 // holds. It reports whether there was anything to restore. mu held.
 func (r *Reconciler) restore(ctx context.Context, svc *corev1.Service) (bool, error) {
 	addrs := svcstatus.Addrs(svc)
@@ -301,6 +303,12 @@ func (r *Reconciler) restore(ctx context.Context, svc *corev1.Service) (bool, er
 	views, err := r.restoreViews(ctx, svc)
 	if err != nil {
 		return false, err
+	}
+	if terms, ok := svcstatus.RecordedSharing(svc); ok && len(addrs) > 0 {
+		// The terms the addresses were granted under, recorded with them:
+		// whatever edit was refused since, the Service takes them back as
+		// it held them, and no sharer loses its own.
+		views = []ipam.Service{withSharing(views[0], terms)}
 	}
 	for _, v := range views {
 		if err = r.alloc.Restore(v, pool, addrs); err == nil {
@@ -376,6 +384,9 @@ type plan struct {
 	// clear: remove Herald's status; otherwise write asg.
 	clear bool
 	asg   ipam.Assignment
+	// sharing are the terms asg is held under when it is shared (recorded
+	// in status for restores).
+	sharing *ipam.Sharing
 	// failure explains why the Service could not get what it asked for
 	// (asg then holds what it keeps, if anything).
 	failure error
@@ -417,10 +428,10 @@ func (r *Reconciler) plan(ctx context.Context, svc *corev1.Service) plan {
 		// Keep what the allocator still holds (a previous assignment that a
 		// refused edit would have moved); clear what it no longer holds.
 		held, ok := r.alloc.Assignment(key)
-		return plan{clear: !ok, asg: held, failure: err}
+		return plan{clear: !ok, asg: held, sharing: r.alloc.Sharing(key), failure: err}
 	}
 	delete(r.pending, nn)
-	return plan{asg: asg}
+	return plan{asg: asg, sharing: r.alloc.Sharing(key)}
 }
 
 // forget releases a deleted Service. mu held.

@@ -468,3 +468,41 @@ func TestEventsOnceAndQuietRestart(t *testing.T) {
 func testutilCounter(h *controllerHandle, reason string) float64 {
 	return testutil.ToFloat64(h.r.metrics.errors.WithLabelValues(reason))
 }
+
+// Issue 22, part 8: a refused edit costs only its own object, across
+// restarts too. Two Services share the pool's only address under the key
+// "k". The older edits its sharing key (refused: the address is held under
+// "k" and nothing else is free); the younger edits its ports to clash with
+// the older (refused). Each keeps the address under the terms it was
+// granted. Before, a restart restored each from its spec: the older took
+// the address under its new key and the younger, never refused anything
+// the older did, lost it ("sharing key differs").
+func TestRestartKeepsSharersAfterRefusedEdits(t *testing.T) {
+	e := newEnv(t)
+	e.pool("one", []string{"192.0.2.1/32"})
+	h := e.startController()
+	e.svc("older", annotate(ipam.AnnotationAllowSharedIP, "k"))
+	e.waitIPs("older", "192.0.2.1")
+	time.Sleep(1100 * time.Millisecond) // creationTimestamp has one-second resolution: the younger must be younger
+	e.svc("younger", port(443), annotate(ipam.AnnotationAllowSharedIP, "k"))
+	e.waitIPs("younger", "192.0.2.1")
+
+	e.updateSvc("older", annotate(ipam.AnnotationAllowSharedIP, "k-new"))
+	e.waitEvent(e.app, "older", string(ipam.PoolExhausted), "")
+	e.updateSvc("younger", func(s *corev1.Service) { s.Spec.Ports[0].Port = 80 })
+	e.waitEvent(e.app, "younger", string(ipam.PoolExhausted), "")
+	want := map[string]string{"older": "192.0.2.1", "younger": "192.0.2.1"}
+	e.assertAddrs(want)
+	for i := 0; i < 2; i++ {
+		h = e.restartQuiet(h, "older", "younger")
+		e.assertAddrs(want)
+		if t.Failed() {
+			t.Fatalf("restart %d moved an address", i+1)
+		}
+	}
+	// Undone, the edits are nothing: both still share under "k".
+	e.updateSvc("older", annotate(ipam.AnnotationAllowSharedIP, "k"))
+	e.updateSvc("younger", func(s *corev1.Service) { s.Spec.Ports[0].Port = 443 })
+	h = e.restartQuiet(h, "older", "younger")
+	e.assertAddrs(want)
+}

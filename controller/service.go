@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/herald-lb/herald/ipam"
+	"github.com/herald-lb/herald/svcstatus"
 )
 
 // serviceView is the allocator's view of a Service. nsLabels are the labels of
@@ -114,6 +116,38 @@ func restoreViews(svc *corev1.Service, nsLabels map[string]string) []ipam.Servic
 		v := base
 		v.Request = ipam.Request{SharingKey: k}
 		out[i] = v
+	}
+	return out
+}
+
+// withSharing is the view v holding its address under recorded terms.
+func withSharing(v ipam.Service, s svcstatus.Sharing) ipam.Service {
+	v.Request = ipam.Request{SharingKey: s.Key}
+	v.Ports = nil
+	for _, p := range s.Ports {
+		proto, port, _ := strings.Cut(p, "/")
+		n, _ := strconv.ParseInt(port, 10, 32)
+		v.Ports = append(v.Ports, ipam.Port{Protocol: proto, Port: int32(n)})
+	}
+	v.ExternalTrafficPolicy, v.Selector = ipam.TrafficPolicyCluster, s.Selector
+	if s.Local {
+		v.ExternalTrafficPolicy = ipam.TrafficPolicyLocal
+	}
+	return v
+}
+
+// sharingTerms are the terms to record for an assignment held under s.
+func sharingTerms(s *ipam.Sharing) svcstatus.Sharing {
+	out := svcstatus.Sharing{Key: s.Key, Local: s.Local}
+	if s.Local {
+		out.Selector = s.Selector
+	}
+	for _, p := range s.Ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = "TCP"
+		}
+		out.Ports = append(out.Ports, fmt.Sprintf("%s/%d", proto, p.Port))
 	}
 	return out
 }

@@ -50,10 +50,16 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, p plan) err
 	if p.clear {
 		ingress = nil
 	}
-	if !ingressEqual(svc.Status.LoadBalancer.Ingress, ingress) || !conditionEqual(oldCond, &cond) {
+	sharing := wantSharing(svc, p, ingress)
+	if !ingressEqual(svc.Status.LoadBalancer.Ingress, ingress) || !conditionEqual(oldCond, &cond) || !sharingEqual(svc, sharing) {
 		patch := client.MergeFromWithOptions(svc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		svc.Status.LoadBalancer.Ingress = ingress
 		meta.SetStatusCondition(&svc.Status.Conditions, cond)
+		if sharing != nil {
+			meta.SetStatusCondition(&svc.Status.Conditions, *sharing)
+		} else {
+			meta.RemoveStatusCondition(&svc.Status.Conditions, svcstatus.ConditionSharing)
+		}
 		r.metrics.writes.WithLabelValues("service-status").Inc()
 		if err := r.client.Status().Patch(ctx, svc, patch); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -131,10 +137,11 @@ func (r *Reconciler) releaseStatus(ctx context.Context, svc *corev1.Service) err
 	}
 	nn := client.ObjectKeyFromObject(svc)
 	old := svcstatus.Addrs(svc)
-	if len(svc.Status.LoadBalancer.Ingress) > 0 || svcstatus.Condition(svc) != nil {
+	if len(svc.Status.LoadBalancer.Ingress) > 0 || svcstatus.Condition(svc) != nil || meta.FindStatusCondition(svc.Status.Conditions, svcstatus.ConditionSharing) != nil {
 		patch := client.MergeFromWithOptions(svc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		svc.Status.LoadBalancer.Ingress = nil
 		meta.RemoveStatusCondition(&svc.Status.Conditions, svcstatus.ConditionType)
+		meta.RemoveStatusCondition(&svc.Status.Conditions, svcstatus.ConditionSharing)
 		r.metrics.writes.WithLabelValues("service-status").Inc()
 		if err := r.client.Status().Patch(ctx, svc, patch); err != nil && !apierrors.IsNotFound(err) {
 			if apierrors.IsConflict(err) {
@@ -178,6 +185,27 @@ func wantCondition(svc *corev1.Service, p plan) metav1.Condition {
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, svcstatus.ReasonAllocated, held
 	}
 	return c
+}
+
+// wantSharing is the condition recording the terms a shared address is held
+// under (written with the address, in the same status write), or nil when
+// the Service holds no address of a pool under a sharing key.
+func wantSharing(svc *corev1.Service, p plan, ingress []corev1.LoadBalancerIngress) *metav1.Condition {
+	if p.sharing == nil || p.clear || p.asg.NodeAddresses || len(ingress) == 0 {
+		return nil
+	}
+	return &metav1.Condition{Type: svcstatus.ConditionSharing, Status: metav1.ConditionTrue, Reason: svcstatus.ReasonShared,
+		Message: svcstatus.FormatSharing(sharingTerms(p.sharing)), ObservedGeneration: svc.Generation}
+}
+
+// sharingEqual reports whether the Service's status records want (nil: no
+// terms).
+func sharingEqual(svc *corev1.Service, want *metav1.Condition) bool {
+	have := meta.FindStatusCondition(svc.Status.Conditions, svcstatus.ConditionSharing)
+	if want == nil || have == nil {
+		return want == nil && have == nil
+	}
+	return have.Status == want.Status && have.Reason == want.Reason && have.Message == want.Message
 }
 
 func conditionEqual(old, c *metav1.Condition) bool {

@@ -20,6 +20,18 @@ type Assignment struct {
 	NodeAddresses bool
 }
 
+// Sharing are the terms a Service holds a shared address under: what
+// another Service must be compatible with to share it, and what a restore
+// needs to take it back under the same terms.
+type Sharing struct {
+	Key   string
+	Ports []Port
+	// Local is externalTrafficPolicy Local; Selector is then the pod
+	// selector the sharers must have in common.
+	Local    bool
+	Selector string
+}
+
 // Allocator assigns pool addresses to Services. The zero value is not usable;
 // call New. It is not safe for concurrent use.
 type Allocator struct {
@@ -133,6 +145,20 @@ func (a *Allocator) Assignment(key string) (Assignment, bool) {
 		return Assignment{}, false
 	}
 	return h.assignment(), true
+}
+
+// Sharing returns the terms the Service key holds its addresses under when
+// it shares them (it has a sharing key), or nil: after a refused edit, the
+// terms it was granted under, not its spec's. A restore with the same terms
+// (Service.Request.SharingKey, Ports, ExternalTrafficPolicy, Selector) takes
+// the addresses back exactly as they were held.
+func (a *Allocator) Sharing(key string) *Sharing {
+	h := a.svcs[key]
+	if h == nil || h.share == nil {
+		return nil
+	}
+	s := h.share
+	return &Sharing{Key: s.key, Ports: slices.Clone(s.ports), Local: s.local, Selector: s.selector}
 }
 
 // Stats returns the counters of the named pool; an unknown pool has zero

@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/herald-lb/herald/config"
@@ -146,4 +147,65 @@ func mustAssign(t *testing.T, a *Allocator, s Service) Assignment {
 	}
 	checkInvariants(t, a)
 	return got
+}
+
+// TestSharingTermsSurviveRefusedEdits: after edits that are refused, each
+// sharer reports the terms it was granted under, and restoring both with
+// those terms, in either order, gives both back the address (restoring with
+// their specs' terms does not).
+func TestSharingTermsSurviveRefusedEdits(t *testing.T) {
+	pools := []*config.Pool{pool("one", "10.0.1.9/32")}
+	older := svc("default/older", shareKey("k"), ports(Port{"TCP", 80}))
+	younger := svc("default/younger", shareKey("k"), ports(Port{"TCP", 443}))
+	a := New()
+	a.SetPools(pools)
+	for _, s := range []Service{older, younger} {
+		if _, err := a.Assign(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edited := map[string]Service{
+		"default/older":   svc("default/older", shareKey("k-new"), ports(Port{"TCP", 80})),
+		"default/younger": svc("default/younger", shareKey("k"), ports(Port{"TCP", 80})),
+	}
+	for _, s := range edited {
+		if _, err := a.Assign(s); err == nil {
+			t.Fatalf("%s: the edit was not refused", s.Key)
+		}
+	}
+	terms := map[string]*Sharing{}
+	for key, want := range map[string]Sharing{
+		"default/older":   {Key: "k", Ports: []Port{{"TCP", 80}}},
+		"default/younger": {Key: "k", Ports: []Port{{"TCP", 443}}},
+	} {
+		got := a.Sharing(key)
+		if got == nil || got.Key != want.Key || !slices.Equal(got.Ports, want.Ports) {
+			t.Fatalf("%s: terms %+v, want %+v (what it was granted under)", key, got, want)
+		}
+		terms[key] = got
+	}
+	held := addrs("10.0.1.9")
+	for _, order := range [][]string{{"default/older", "default/younger"}, {"default/younger", "default/older"}} {
+		r := New()
+		r.SetPools(pools)
+		for _, key := range order {
+			v := edited[key]
+			v.Request.SharingKey, v.Ports = terms[key].Key, terms[key].Ports
+			if err := r.Restore(v, "one", held); err != nil {
+				t.Errorf("restore %v: %s: %v", order, key, err)
+			}
+		}
+		// From the specs alone, the edits decide: one loses.
+		r = New()
+		r.SetPools(pools)
+		var errs int
+		for _, key := range order {
+			if r.Restore(edited[key], "one", held) != nil {
+				errs++
+			}
+		}
+		if errs == 0 {
+			t.Errorf("restore %v from the edited specs kept both: the test proves nothing", order)
+		}
+	}
 }

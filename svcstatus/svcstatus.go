@@ -6,11 +6,19 @@
 // What the controller writes, in one status write:
 //
 //   - status.loadBalancer.ingress: the addresses, ipMode VIP;
+//
 //   - the condition ConditionType in status.conditions: True while the
 //     Service holds an assignment (reason Allocated, NodeAddressPool, or the
 //     reason a newer request was refused while the old assignment is kept),
 //     False while it waits (the reason it cannot be served). The condition
 //     also marks the status as Herald's.
+//
+//   - for a Service that shares its addresses (it has a sharing key), the
+//     condition ConditionSharing, whose message records the terms the
+//     addresses are held under (FormatSharing): after a refused edit of the
+//     sharing key, ports or backends, those the addresses were granted
+//     under, not the spec's. A restarted controller restores with them, so a
+//     refused edit never costs another sharer its address.
 //
 // Services placed in a node-address pool have no address of their own; their
 // pool is recorded in the annotation AnnotationPool (which older versions
@@ -19,7 +27,10 @@
 package svcstatus
 
 import (
+	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -37,7 +48,89 @@ const (
 	ReasonNodeAddressPool = "NodeAddressPool"
 	// AnnotationPool records the node-address pool of a Service.
 	AnnotationPool = "herald.dev/ip-allocated-from-pool"
+	// ConditionSharing records the terms a shared address is held under.
+	ConditionSharing = "herald.dev/SharedAddress"
+	// ReasonShared is ConditionSharing's reason.
+	ReasonShared = "Shared"
 )
+
+// Sharing are the terms a Service holds a shared address under.
+type Sharing struct {
+	Key string
+	// Ports are "TCP/80", "UDP/53", ... in spec order.
+	Ports []string
+	// Local is externalTrafficPolicy Local; Selector is then the pod
+	// selector the sharers must have in common.
+	Local    bool
+	Selector string
+}
+
+// FormatSharing writes the terms as ConditionSharing's message, for people
+// and for ParseSharing: sharing key "k", ports TCP/80 TCP/443,
+// externalTrafficPolicy Cluster (and , pod selector "app=web" when Local).
+func FormatSharing(s Sharing) string {
+	policy := "Cluster"
+	if s.Local {
+		policy = "Local"
+	}
+	msg := fmt.Sprintf("sharing key %s, ports %s, externalTrafficPolicy %s", strconv.Quote(s.Key), strings.Join(s.Ports, " "), policy)
+	if s.Local {
+		msg += ", pod selector " + strconv.Quote(s.Selector)
+	}
+	return msg
+}
+
+// ParseSharing reads FormatSharing's message.
+func ParseSharing(msg string) (Sharing, error) {
+	var s Sharing
+	rest, ok := strings.CutPrefix(msg, "sharing key ")
+	if !ok {
+		return s, fmt.Errorf("no sharing key in %q", msg)
+	}
+	q, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return s, fmt.Errorf("sharing key in %q: %w", msg, err)
+	}
+	s.Key, _ = strconv.Unquote(q)
+	rest, ok = strings.CutPrefix(rest[len(q):], ", ports ")
+	if !ok {
+		return s, fmt.Errorf("no ports in %q", msg)
+	}
+	ports, rest, ok := strings.Cut(rest, ", externalTrafficPolicy ")
+	if !ok {
+		return s, fmt.Errorf("no externalTrafficPolicy in %q", msg)
+	}
+	s.Ports = strings.Fields(ports)
+	for _, p := range s.Ports {
+		proto, port, ok := strings.Cut(p, "/")
+		if n, err := strconv.ParseUint(port, 10, 16); !ok || proto == "" || err != nil || n == 0 {
+			return s, fmt.Errorf("port %q in %q is not PROTOCOL/PORT", p, msg)
+		}
+	}
+	switch {
+	case rest == "Cluster":
+	case strings.HasPrefix(rest, "Local, pod selector "):
+		sel := strings.TrimPrefix(rest, "Local, pod selector ")
+		uq, err := strconv.Unquote(sel)
+		if err != nil {
+			return s, fmt.Errorf("pod selector in %q: %w", msg, err)
+		}
+		s.Local, s.Selector = true, uq
+	default:
+		return s, fmt.Errorf("externalTrafficPolicy in %q is neither Cluster nor Local with a pod selector", msg)
+	}
+	return s, nil
+}
+
+// RecordedSharing returns the terms recorded on the Service, if any.
+func RecordedSharing(svc *corev1.Service) (Sharing, bool) {
+	c := meta.FindStatusCondition(svc.Status.Conditions, ConditionSharing)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return Sharing{}, false
+	}
+	s, err := ParseSharing(c.Message)
+	return s, err == nil
+}
 
 // Handles reports whether Herald serves the Service: a LoadBalancer, not
 // being deleted, whose class is Herald's, or unset when onlyClass is false.
