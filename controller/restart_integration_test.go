@@ -503,6 +503,6 @@ func TestRestartKeepsSharersAfterRefusedEdits(t *testing.T) {
 	// Undone, the edits are nothing: both still share under "k".
 	e.updateSvc("older", annotate(ipam.AnnotationAllowSharedIP, "k"))
 	e.updateSvc("younger", func(s *corev1.Service) { s.Spec.Ports[0].Port = 443 })
-	h = e.restartQuiet(h, "older", "younger")
+	e.restartQuiet(h, "older", "younger")
 	e.assertAddrs(want)
 }
