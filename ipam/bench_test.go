@@ -194,3 +194,26 @@ func BenchmarkSetPools100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLargestPool: a pool at the CRD's bound of 4096 entries (single
+// addresses, none adjacent, so nothing merges): SetPools of it, then 1,000
+// Services assigned and released, as a controller start and a burst do.
+func BenchmarkLargestPool(b *testing.B) {
+	var entries []string
+	for i := range 4096 {
+		entries = append(entries, fmt.Sprintf("10.%d.%d.%d/32", i/4096, (i/16)%256, (i%16)*16))
+	}
+	p := pool("big", entries...)
+	for b.Loop() {
+		a := New()
+		a.SetPools([]*config.Pool{p})
+		for i := range 1000 {
+			if _, err := a.Assign(svc(fmt.Sprintf("default/s%d", i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := range 1000 {
+			a.Release(fmt.Sprintf("default/s%d", i))
+		}
+	}
+}
