@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -187,20 +188,12 @@ func New(kind string) client.Object {
 	return nil
 }
 
+// kindOf is the configuration kind of a typed object, or "".
 func kindOf(obj client.Object) string {
-	switch obj.(type) {
-	case *v1beta1.IPAddressPool:
-		return config.KindIPAddressPool
-	case *v1beta1.L2Advertisement:
-		return config.KindL2Advertisement
-	case *v1beta1.BGPAdvertisement:
-		return config.KindBGPAdvertisement
-	case *v1beta1.BGPPeer:
-		return config.KindBGPPeer
-	case *v1beta1.Community:
-		return config.KindCommunity
-	case *v1beta1.BFDProfile:
-		return config.KindBFDProfile
+	for _, k := range kinds {
+		if reflect.TypeOf(New(k)) == reflect.TypeOf(obj) {
+			return k
+		}
 	}
 	return ""
 }

@@ -10,14 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/configobjs"
 )
 
 // Issue 22's speaker cases: bad input and a speaker that cannot serve never
@@ -114,27 +110,7 @@ func TestNotReadySpeakerIsNeverElected(t *testing.T) {
 // schema (a create, or an update of the spec).
 func (e *env) writeUnreadable(kind, plural, name string, spec map[string]any) {
 	e.t.Helper()
-	write := func(dryRun bool) error {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(configobjs.GVK(kind))
-		if dryRun {
-			// A create of another object: an update of this one would
-			// pass (the server lets unchanged invalid fields stay).
-			u.SetNamespace(e.ns)
-			u.SetName(name + "-probe")
-			u.Object["spec"] = spec
-			return e.c.Create(e.ctx, u, client.DryRunAll)
-		}
-		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: name}, u); err == nil {
-			u.Object["spec"] = spec
-			return e.c.Update(e.ctx, u)
-		}
-		u.SetNamespace(e.ns)
-		u.SetName(name)
-		u.Object["spec"] = spec
-		return e.c.Create(e.ctx, u)
-	}
-	if err := srv.WriteBypassingSchema(e.ctx, plural+"."+v1beta1.GroupVersion.Group, write); err != nil {
+	if err := srv.WriteSpecBypassingSchema(e.ctx, v1beta1.GroupVersion.WithResource(plural), kind, e.ns, name, spec); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -16,9 +16,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/configobjs"
 )
 
 // Operation is what the request does to the object.
@@ -196,25 +198,13 @@ func apply(current config.Objects, req Request) (config.Objects, error) {
 		return out, fmt.Errorf("%s %s: not a Herald configuration kind (%T)", req.Kind, req.Name, req.Object)
 	}
 	// A copy, dated now when it is new (the newest object loses a conflict).
-	// A kind without object metadata is refused by the switch below.
+	// A kind without object metadata is refused below.
 	obj := ro.DeepCopyObject()
 	if m, ok := obj.(metav1.Object); ok && m.GetCreationTimestamp().Time.IsZero() {
 		m.SetCreationTimestamp(metav1.NewTime(req.Now))
 	}
-	switch o := obj.(type) {
-	case *v1beta1.IPAddressPool:
-		out.Pools = append(out.Pools, *o)
-	case *v1beta1.L2Advertisement:
-		out.L2Advertisements = append(out.L2Advertisements, *o)
-	case *v1beta1.BGPAdvertisement:
-		out.BGPAdvertisements = append(out.BGPAdvertisements, *o)
-	case *v1beta1.BGPPeer:
-		out.Peers = append(out.Peers, *o)
-	case *v1beta1.Community:
-		out.Communities = append(out.Communities, *o)
-	case *v1beta1.BFDProfile:
-		out.BFDProfiles = append(out.BFDProfiles, *o)
-	default:
+	co, ok := obj.(client.Object)
+	if !ok || configobjs.Add(&out, co, nil) != nil {
 		return out, fmt.Errorf("%s %s: not a Herald configuration kind (%T)", req.Kind, req.Name, req.Object)
 	}
 	return out, nil

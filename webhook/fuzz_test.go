@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // FuzzReview feeds the webhook's decoding (the AdmissionReview and the
@@ -22,16 +20,7 @@ import (
 // 500 (the snapshot here always reads).
 func FuzzReview(f *testing.F) {
 	req := func(op admissionv1.Operation, kind string, obj, old map[string]any) []byte {
-		r := &admissionv1.AdmissionRequest{UID: types.UID("u"), Operation: op, Name: "x", Namespace: "herald-system",
-			Kind: metav1.GroupVersionKind{Group: "herald.dev", Version: "v1beta1", Kind: kind}}
-		if obj != nil {
-			r.Object.Raw, _ = json.Marshal(obj)
-		}
-		if old != nil {
-			r.OldObject.Raw, _ = json.Marshal(old)
-		}
-		b, _ := json.Marshal(admissionv1.AdmissionReview{Request: r})
-		return b
+		return reviewBody(op, kind, "x", obj, old)
 	}
 	pool := stored("IPAddressPool", "x", "u1", "1", map[string]any{"addresses": []any{"192.0.2.0/24"}})
 	peer := stored("BGPPeer", "x", "u2", "1", map[string]any{"myASN": 64500, "peerASN": 64501, "peerAddress": "10.0.0.1", "holdTime": "90"})

@@ -210,8 +210,9 @@ func TestServerBoundsConcurrency(t *testing.T) {
 	}
 }
 
-func post(t *testing.T, s *Server, op admissionv1.Operation, kind, name string, obj, old map[string]any) *httptest.ResponseRecorder {
-	t.Helper()
+// reviewBody is an AdmissionReview of one request in the install
+// namespace.
+func reviewBody(op admissionv1.Operation, kind, name string, obj, old map[string]any) []byte {
 	req := &admissionv1.AdmissionRequest{UID: types.UID("req-1"), Operation: op, Name: name, Namespace: "herald-system",
 		Kind: metav1.GroupVersionKind{Group: "herald.dev", Version: "v1beta1", Kind: kind}}
 	if obj != nil {
@@ -221,8 +222,13 @@ func post(t *testing.T, s *Server, op admissionv1.Operation, kind, name string, 
 		req.OldObject.Raw, _ = json.Marshal(old)
 	}
 	body, _ := json.Marshal(admissionv1.AdmissionReview{Request: req})
+	return body
+}
+
+func post(t *testing.T, s *Server, op admissionv1.Operation, kind, name string, obj, old map[string]any) *httptest.ResponseRecorder {
+	t.Helper()
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body)))
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(reviewBody(op, kind, name, obj, old))))
 	return rec
 }
 

@@ -28,7 +28,11 @@ import (
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -430,3 +434,43 @@ func (s *Server) WriteBypassingSchema(ctx context.Context, crd string, write fun
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// WriteSpecBypassingSchema sets the spec of a custom resource (creating it
+// when it is missing) to spec, past the schema of its CRD (named
+// <resource>.<group>): WriteBypassingSchema with the dry run a create of
+// another object with the same spec.
+func (s *Server) WriteSpecBypassingSchema(ctx context.Context, gvr schema.GroupVersionResource, kind, namespace, name string, spec map[string]any) error {
+	dc, err := dynamic.NewForConfig(s.Config)
+	if err != nil {
+		return err
+	}
+	res := dc.Resource(gvr).Namespace(namespace)
+	object := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": runtime.DeepCopyJSONValue(spec)}}
+		u.SetAPIVersion(gvr.GroupVersion().String())
+		u.SetKind(kind)
+		u.SetNamespace(namespace)
+		u.SetName(name)
+		return u
+	}
+	write := func(dryRun bool) error {
+		if dryRun {
+			// An update of the object would pass: the server lets an
+			// update keep invalid fields it does not change.
+			_, err := res.Create(ctx, object(name+"-probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}
+		cur, err := res.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = res.Create(ctx, object(name), metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		cur.Object["spec"] = runtime.DeepCopyJSONValue(spec)
+		_, err = res.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}
+	return s.WriteBypassingSchema(ctx, gvr.Resource+"."+gvr.Group, write)
+}
