@@ -10,7 +10,9 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
 )
@@ -46,6 +48,18 @@ func TestWebhook(t *testing.T) {
 		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{netip.PrefixFrom(base, 31).String()}},
 	}
 	f.create(t, ctx, good)
+	// The webhook judges from its replica's cache (and what that replica
+	// admitted itself); through the Service the next request may reach the
+	// other replica, whose cache holds the pool a few milliseconds later.
+	// The pool's Valid condition, written by the leader from its cache
+	// after the create, is a sign that the caches have it.
+	waitFor(t, ctx, "the good pool valid", func() (bool, error) {
+		var p v1beta1.IPAddressPool
+		if err := f.c.Get(ctx, client.ObjectKeyFromObject(good), &p); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(p.Status.Conditions, v1beta1.ConditionValid), nil
+	})
 	bad := &v1beta1.IPAddressPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-webhook-overlap", Namespace: "herald-system"},
 		Spec:       v1beta1.IPAddressPoolSpec{Addresses: []string{netip.PrefixFrom(base, 32).String()}},

@@ -12,6 +12,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -445,8 +447,18 @@ func (s *Server) WriteSpecBypassingSchema(ctx context.Context, gvr schema.GroupV
 		return err
 	}
 	res := dc.Resource(gvr).Namespace(namespace)
+	// The spec as JSON values (int64, float64, string, ...): what
+	// unstructured objects hold.
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	var jsonSpec map[string]any
+	if err := utiljson.Unmarshal(raw, &jsonSpec); err != nil {
+		return err
+	}
 	object := func(name string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"spec": runtime.DeepCopyJSONValue(spec)}}
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": runtime.DeepCopyJSONValue(jsonSpec)}}
 		u.SetAPIVersion(gvr.GroupVersion().String())
 		u.SetKind(kind)
 		u.SetNamespace(namespace)
@@ -468,7 +480,7 @@ func (s *Server) WriteSpecBypassingSchema(ctx context.Context, gvr schema.GroupV
 		if err != nil {
 			return err
 		}
-		cur.Object["spec"] = runtime.DeepCopyJSONValue(spec)
+		cur.Object["spec"] = runtime.DeepCopyJSONValue(jsonSpec)
 		_, err = res.Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	}
