@@ -2,6 +2,7 @@ package ndp
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -372,7 +373,10 @@ func TestNUDOneWayStream(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Receiver on the node: the local route makes the address local.
+	// Receiver on the node, reached the way kube-proxy delivers a Service's
+	// port: a DNAT before routing (here to the node's own address). The
+	// local route is for ICMPv6 alone; nothing else is delivered at lbAddr.
+	kubeProxyDNAT(t, a, lbAddr, "udp", 7777, netip.MustParseAddr("2001:db8::1"))
 	var recv *net.UDPConn
 	if err := a.Run(func() (err error) {
 		recv, err = net.ListenUDP("udp6", &net.UDPAddr{Port: 7777})
@@ -472,8 +476,10 @@ func TestNUDOneWayStream(t *testing.T) {
 }
 
 // TestLocalRoutes: a route of RouteProtocol exists exactly for each owned
-// address; one left by an earlier run is removed by New; routes of other
-// protocols are never touched; Close removes every route it added.
+// address, in RouteTable, with the one rule for ICMPv6; routes and rules
+// left by an earlier run (in the local table, where earlier releases put
+// them) are removed by New; routes of other protocols are never touched;
+// Close removes every route and rule it added.
 func TestLocalRoutes(t *testing.T) {
 	lab := netnstest.New(t, "ndp")
 	lan := netnstest.NewLAN(lab, 1)
@@ -481,6 +487,7 @@ func TestLocalRoutes(t *testing.T) {
 	a.IP("-6", "route", "add", "local", "2001:db8::99/128", "dev", "lo", "table", "local", "proto", "243")
 	a.IP("-6", "route", "add", "local", "2001:db8::98/128", "dev", "lo", "table", "local", "proto", "static")
 	a.IP("-6", "route", "add", "2001:db8:1::/64", "dev", "eth0", "proto", "243")
+	a.IP("-6", "rule", "add", "pref", "1243", "ipproto", "ipv6-icmp", "lookup", "1243", "protocol", "243")
 	if got := ownRouteDsts(t, a); len(got) != 2 {
 		t.Fatalf("setup: %q", got)
 	}
@@ -489,12 +496,25 @@ func TestLocalRoutes(t *testing.T) {
 	if got := ownRouteDsts(t, a); len(got) != 0 {
 		t.Fatalf("New left stale routes %q", got)
 	}
+	if got := ruleLines(t, a); len(got) != 0 {
+		t.Fatalf("New left stale rules %q", got)
+	}
 	second := netip.MustParseAddr("2001:db8::51")
 	if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}, second: {"eth0"}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(ownRouteDsts(t, a), " "); got != "2001:db8::50/128 2001:db8::51/128" {
 		t.Fatalf("routes after Set: %q", got)
+	}
+	// In their own table, consulted by ICMPv6 alone (TestOnlyICMPv6IsLocal).
+	if out := a.IP("-6", "route", "show", "table", fmt.Sprint(RouteTable)); strings.Count(out, "local 2001:db8::5") != 2 {
+		t.Fatalf("table %d: %q", RouteTable, out)
+	}
+	if out := a.IP("-6", "route", "show", "table", "local", "proto", "243"); out != "" {
+		t.Fatalf("routes of ours in the local table (every protocol would be delivered): %q", out)
+	}
+	if got := ruleLines(t, a); len(got) != 1 || !strings.Contains(got[0], "ipproto ipv6-icmp lookup 1243") {
+		t.Fatalf("rules of protocol 243: %q", got)
 	}
 	// Idempotent.
 	if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}, second: {"eth0"}}); err != nil {
@@ -527,6 +547,9 @@ func TestLocalRoutes(t *testing.T) {
 	}
 	if got := ownRouteDsts(t, a); len(got) != 0 {
 		t.Fatalf("Close left routes %q", got)
+	}
+	if got := ruleLines(t, a); len(got) != 0 {
+		t.Fatalf("Close left rules %q", got)
 	}
 	if !kernelRoute("2001:db8::52") {
 		t.Fatal("the kernel's route for an interface address is gone")
@@ -602,4 +625,139 @@ func TestLinkDownUp(t *testing.T) {
 	if !netnstest.Eventually(3*time.Second, func() bool { return r.Stats()["eth0"].Gratuitous >= 2 }) {
 		t.Fatalf("not announced again after the link came back: %+v", r.Stats()["eth0"])
 	}
+}
+
+// kubeProxyDNAT rewrites proto traffic to from:port to to:port before
+// routing, in ns, as kube-proxy does for a Service's port.
+func kubeProxyDNAT(t *testing.T, ns *netnstest.NS, from netip.Addr, proto string, port int, to netip.Addr) {
+	t.Helper()
+	rules := fmt.Sprintf(`table ip6 herald_test_dnat {
+	chain pre {
+		type nat hook prerouting priority dstnat;
+		ip6 daddr %s %s dport %d dnat to %s
+	}
+}
+`, from, proto, port, to)
+	cmd := ns.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft in %s: %v: %s", ns.Name, err, out)
+	}
+}
+
+// TestOnlyICMPv6IsLocal: the route that makes an owned address local is
+// consulted by ICMPv6 alone, so the node's own listeners (on [::], as sshd
+// or the kubelet listen) do not answer on the announced address, by TCP or
+// UDP, while they answer on the node's address and the address still gets
+// answers to unicast solicitations (TestExactlyOneAnswer) and to ping.
+// With a local route for every protocol (the responder before this test),
+// the TCP connection to the announced address succeeded.
+func TestOnlyICMPv6IsLocal(t *testing.T) {
+	lan := netnstest.NewLAN(netnstest.New(t, "ndp"), 1)
+	a, c := lan.Nodes[0], lan.Client
+	r := startIn(t, a, Options{Gratuitous: 1})
+	if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+		t.Fatal(err)
+	}
+	nodeAddr := netip.MustParseAddr("2001:db8::1")
+
+	var (
+		ln  net.Listener
+		udp net.PacketConn
+	)
+	if err := a.Run(func() (err error) {
+		if ln, err = net.Listen("tcp", ":2222"); err != nil {
+			return err
+		}
+		udp, err = net.ListenPacket("udp", ":2223")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	defer udp.Close()
+	accepted := make(chan string, 8)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- conn.LocalAddr().String()
+			conn.Close()
+		}
+	}()
+	datagrams := make(chan string, 8)
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, _, err := udp.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			datagrams <- string(buf[:n])
+		}
+	}()
+
+	dial := func(to netip.Addr) error {
+		return c.Run(func() error {
+			conn, err := net.DialTimeout("tcp", netip.AddrPortFrom(to, 2222).String(), time.Second)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		})
+	}
+	// The node's own address answers: the listener works.
+	if err := dial(nodeAddr); err != nil {
+		t.Fatalf("the node's address: %v", err)
+	}
+	<-accepted
+	if err := dial(lbAddr); err == nil {
+		t.Fatalf("a TCP connection to the announced address %s reached a listener on the node (accepted at %s)", lbAddr, <-accepted)
+	}
+
+	// UDP: a datagram to the announced address, then one to the node's: the
+	// second arriving alone shows the first was not delivered (same link,
+	// in order).
+	send := func(to netip.Addr, payload string) {
+		if err := c.Run(func() error {
+			conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(to, 2223)))
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			_, err = conn.Write([]byte(payload))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(lbAddr, "announced")
+	send(nodeAddr, "node")
+	select {
+	case got := <-datagrams:
+		if got != "node" {
+			t.Fatalf("a UDP datagram to the announced address reached a socket on the node (%q)", got)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the datagram to the node's address never arrived")
+	}
+
+	// ICMPv6 still is local: ping answers.
+	if out, err := c.Exec("ping", "-6", "-c", "1", "-W", "2", lbAddr.String()); err != nil {
+		t.Fatalf("ping %s: %v: %s", lbAddr, err, out)
+	}
+}
+
+// ruleLines lists ns's IPv6 rules of RouteProtocol as `ip -6 rule` prints them.
+func ruleLines(t *testing.T, ns *netnstest.NS) []string {
+	t.Helper()
+	var out []string
+	for _, l := range strings.Split(ns.IP("-6", "rule", "show"), "\n") {
+		if strings.Contains(l, "proto 243") {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return out
 }
