@@ -4,6 +4,7 @@ package charts
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -139,6 +140,31 @@ func TestCleanupHookRendered(t *testing.T) {
 	for _, want := range []string{"--skip-svclb", "--only-class", "--wait-timeout=45s"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("Job args %q lack %q", args, want)
+		}
+	}
+	// Every configurable name is the one the rest of the chart uses: the Secrets the controller writes.
+	objs = render(t, "herald-system", "--set", "webhook.secretName=site-webhook-tls", "--set", "memberlist.secretName=site-gossip")
+	args = hookJob(t, objs).Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--webhook-cert-secret=site-webhook-tls", "--memberlist-secret=site-gossip"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("with webhook.secretName and memberlist.secretName set: Job args %q lack %q", args, want)
+		}
+	}
+	for _, o := range hookObjects(objs) {
+		if o.GetKind() != "Role" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+		for _, r := range rules {
+			m, _ := r.(map[string]any)
+			if res, _ := m["resources"].([]any); len(res) != 1 || res[0] != "secrets" {
+				continue
+			}
+			names, _ := m["resourceNames"].([]any)
+			got := fmt.Sprint(names)
+			if got != "[site-gossip site-webhook-tls]" {
+				t.Errorf("%s: the hook may delete Secrets %s, want [site-gossip site-webhook-tls]", objName(o), got)
+			}
 		}
 	}
 	// herald ccm with load balancing leaves its service controller's finalizer on the Services: the hook removes it,

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/herald-lb/herald/internal/fanout"
+	"github.com/herald-lb/herald/internal/lograte"
 )
 
 // Profile is the per-peer configuration, MetalLB's BFDProfile without the
@@ -80,6 +81,9 @@ type Stats struct {
 	// DroppedNoSession counts valid packets that matched no session (an
 	// unknown discriminator, or a source with no session).
 	DroppedNoSession uint64
+	// DroppedBusy counts valid packets dropped because their session had
+	// not taken the previous ones yet (logged at most once per 10 s).
+	DroppedBusy uint64
 	// SendErrors counts failed transmissions.
 	SendErrors uint64
 }
@@ -105,7 +109,10 @@ type Manager struct {
 
 	subs *fanout.Hub[PeerEvent]
 
-	received, droppedTTL, droppedInvalid, droppedNoSession, sendErrors atomic.Uint64
+	received, droppedTTL, droppedInvalid, droppedNoSession, droppedBusy, sendErrors atomic.Uint64
+	// readWarn, busyWarn and subsWarn hold repeated warnings to one per
+	// warnEvery: a packet flood must not become a log flood.
+	readWarn, busyWarn, subsWarn *lograte.Limiter
 }
 
 type listener struct {
@@ -127,6 +134,9 @@ type msession struct {
 	sess *Session
 }
 
+// warnEvery is how often a repeated warning of the packet path is logged.
+const warnEvery = 10 * time.Second
+
 // New returns a manager with no sessions.
 func New(o Options) *Manager {
 	log := o.Logger
@@ -135,6 +145,7 @@ func New(o Options) *Manager {
 	}
 	return &Manager{
 		log: log.With("component", "bfd"), damping: o.Damping,
+		readWarn: lograte.New(warnEvery), busyWarn: lograte.New(warnEvery), subsWarn: lograte.New(warnEvery),
 		sessions: map[netip.Addr]*msession{}, byDisc: map[uint32]*msession{}, listeners: map[netip.Addr]*listener{},
 		subs: fanout.New[PeerEvent](64),
 	}
@@ -254,7 +265,9 @@ func (m *Manager) receive(l *listener) {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			m.log.Warn("reading BFD packets", "local", l.rx.local, "error", err)
+			if ok, n := m.readWarn.Allow(time.Now()); ok {
+				m.log.Warn("reading BFD packets", "local", l.rx.local, "error", err, "suppressed", n)
+			}
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
@@ -279,7 +292,11 @@ func (m *Manager) receive(l *listener) {
 		select {
 		case s.rx <- p:
 		default:
-			m.log.Warn("session is not keeping up; packet dropped", "peer", s.peer)
+			m.droppedBusy.Add(1)
+			if ok, n := m.busyWarn.Allow(time.Now()); ok {
+				m.log.Warn("session is not keeping up; packet dropped", "peer", s.peer, "suppressed", n,
+					"dropped_total", m.droppedBusy.Load())
+			}
 		}
 	}
 }
@@ -437,7 +454,7 @@ func (m *Manager) Sessions() []SessionStatus {
 func (m *Manager) Stats() Stats {
 	return Stats{
 		Received: m.received.Load(), DroppedTTL: m.droppedTTL.Load(), DroppedInvalid: m.droppedInvalid.Load(),
-		DroppedNoSession: m.droppedNoSession.Load(), SendErrors: m.sendErrors.Load(),
+		DroppedNoSession: m.droppedNoSession.Load(), DroppedBusy: m.droppedBusy.Load(), SendErrors: m.sendErrors.Load(),
 	}
 }
 
@@ -451,6 +468,8 @@ func (m *Manager) Watch() (events <-chan PeerEvent, cancel func()) {
 
 func (m *Manager) publish(ev PeerEvent) {
 	if m.subs.Publish(ev) > 0 {
-		m.log.Warn("session event subscriber is full; event dropped", "peer", ev.Peer)
+		if ok, n := m.subsWarn.Allow(time.Now()); ok {
+			m.log.Warn("session event subscriber is full; event dropped", "peer", ev.Peer, "suppressed", n)
+		}
 	}
 }
