@@ -135,13 +135,20 @@ func bgpAdvertises(t *testing.T, ctx context.Context, f *heraldFixture, v6Sessio
 		})
 	}
 	checkSessionsAndTraffic(t, ctx, v4)
+	reached := []netip.Addr{v4}
 	if v6.IsValid() {
 		for _, a := range cluster.ExternalClient().Addresses() {
 			if a.Is6() {
 				checkSessionsAndTraffic(t, ctx, v6)
+				reached = append(reached, v6)
 				break
 			}
 		}
+	}
+	if !v6Sessions {
+		// The addresses reach the Service's ports and nothing else on the nodes the routers send them to.
+		hostListeners(t, ctx, ns)
+		onlyServicePorts(t, ctx, cluster.ExternalClient(), reached)
 	}
 
 	// The advertisement deleted: every node withdraws, the routers forget the prefix.

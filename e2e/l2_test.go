@@ -210,6 +210,10 @@ func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
 	}
 	t.Logf("L2: %v announced from %s, as ServiceL2Status says", addrs, owner)
 
+	// The addresses reach the Service's ports and nothing else on the announcing node.
+	hostListeners(t, ctx, ns)
+	onlyServicePorts(t, ctx, cl, addrs)
+
 	// Three failovers, each measured as the longest gap in a UDP stream from the lan client, runs times.
 	for i := range runs {
 		t.Logf("failover round %d of %d (memberlist profile %s)", i+1, runs, memberlistProfile())
