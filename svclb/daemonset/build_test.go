@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -75,8 +76,13 @@ func TestBuildCluster(t *testing.T) {
 		"svccontroller.k3s.cattle.io/svcname":      "web",
 		"svccontroller.k3s.cattle.io/svcnamespace": "shop",
 	}
-	sc := &corev1.SecurityContext{Privileged: &f, AllowPrivilegeEscalation: &f,
+	tr := true
+	sc := &corev1.SecurityContext{Privileged: &f, AllowPrivilegeEscalation: &f, ReadOnlyRootFilesystem: &tr,
 		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}}}
+	resources := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+	}
 	container := func(name string, port, probe int32, proto corev1.Protocol, e []corev1.EnvVar) corev1.Container {
 		return corev1.Container{
 			Name: name, Image: "herald:test", ImagePullPolicy: corev1.PullIfNotPresent, Args: []string{"svclb"},
@@ -84,6 +90,7 @@ func TestBuildCluster(t *testing.T) {
 			Env:   e,
 			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 				Path: "/readyz", Port: intstr.FromInt32(probe), Scheme: corev1.URISchemeHTTP}}, PeriodSeconds: 2},
+			Resources:       resources,
 			SecurityContext: sc,
 		}
 	}
@@ -117,7 +124,8 @@ func TestBuildCluster(t *testing.T) {
 						{Key: "node-role.kubernetes.io/master", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 						{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
 					},
-					SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_forward", Value: "1"}}},
+					SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_forward", Value: "1"}},
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 				},
 			},
 		},

@@ -32,6 +32,7 @@ func Drifted(existing, want *appsv1.DaemonSet) bool {
 		!equality.Semantic.DeepEqual(e.Tolerations, w.Tolerations) ||
 		!equality.Semantic.DeepEqual(e.Affinity, w.Affinity) ||
 		!equality.Semantic.DeepEqual(sysctls(e), sysctls(w)) ||
+		!equality.Semantic.DeepEqual(seccomp(e), seccomp(w)) ||
 		len(e.Containers) != len(w.Containers) {
 		return true
 	}
@@ -64,6 +65,26 @@ func sysctls(s *corev1.PodSpec) []corev1.Sysctl {
 	return s.SecurityContext.Sysctls
 }
 
+func seccomp(s *corev1.PodSpec) *corev1.SeccompProfile {
+	if s.SecurityContext == nil {
+		return nil
+	}
+	return s.SecurityContext.SeccompProfile
+}
+
+// resourcesEqual: every request and limit Herald sets is there with its
+// value (a LimitRange may add others).
+func resourcesEqual(have, want corev1.ResourceRequirements) bool {
+	for _, l := range [][2]corev1.ResourceList{{have.Requests, want.Requests}, {have.Limits, want.Limits}} {
+		for k, w := range l[1] {
+			if h, ok := l[0][k]; !ok || h.Cmp(w) != 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func containerDrifted(e, w *corev1.Container) bool {
 	if e.Name != w.Name || e.Image != w.Image ||
 		(w.ImagePullPolicy != "" && e.ImagePullPolicy != w.ImagePullPolicy) ||
@@ -71,6 +92,7 @@ func containerDrifted(e, w *corev1.Container) bool {
 		!equality.Semantic.DeepEqual(e.Args, w.Args) ||
 		!equality.Semantic.DeepEqual(e.Env, w.Env) ||
 		!equality.Semantic.DeepEqual(e.SecurityContext, w.SecurityContext) ||
+		!resourcesEqual(e.Resources, w.Resources) ||
 		len(e.Ports) != len(w.Ports) {
 		return true
 	}

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -265,6 +266,18 @@ func TestDrifted(t *testing.T) {
 			ds.Spec.Template.Spec.EnableServiceLinks = &tr
 		}, drifted: true},
 		{name: "sysctl removed", mutate: func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.SecurityContext = nil }, drifted: true},
+		{name: "seccomp profile removed (an older release built it)", mutate: func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.SecurityContext.SeccompProfile = nil
+		}, drifted: true},
+		{name: "root filesystem writable", mutate: func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Containers[0].SecurityContext.ReadOnlyRootFilesystem = nil
+		}, drifted: true},
+		{name: "memory limit removed", mutate: func(ds *appsv1.DaemonSet) {
+			delete(ds.Spec.Template.Spec.Containers[1].Resources.Limits, corev1.ResourceMemory)
+		}, drifted: true},
+		{name: "a limit a LimitRange added", mutate: func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
