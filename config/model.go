@@ -114,6 +114,23 @@ type NodeAddressSource struct {
 	NodeSelector *metav1.LabelSelector
 	// AddressType is v1beta1.NodeExternalIP or v1beta1.NodeInternalIP.
 	AddressType string
+	// DeniedPorts are the ports no Service may take on the pool's nodes,
+	// sorted: spec.nodeAddresses.deniedPorts, or DefaultDeniedPorts when
+	// it is unset.
+	DeniedPorts []int32
+}
+
+// DefaultDeniedPorts are the ports a node-address pool denies when its
+// spec.nodeAddresses.deniedPorts is unset: what the nodes themselves serve
+// (SSH, BGP, BFD, etcd, the Kubernetes components, Herald's own ports at
+// the chart's defaults).
+var DefaultDeniedPorts = []int32{22, 179, 2379, 2380, 3784, 3785, 4784, 6443, 7443, 7572, 7573, 7946,
+	10249, 10250, 10255, 10256, 10257, 10258, 10259}
+
+// Denies reports whether port is one of the pool's denied ports.
+func (s *NodeAddressSource) Denies(port int32) bool {
+	_, found := slices.BinarySearch(s.DeniedPorts, port)
+	return found
 }
 
 // Allocation is a compiled spec.serviceAllocation.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -226,6 +227,8 @@ func TestPoolModel(t *testing.T) {
 				NamespaceSelectors: []v1beta1.LabelSelector{sel("team", "x")}},
 		}},
 		{ObjectMeta: meta("n", 0), Spec: v1beta1.IPAddressPoolSpec{NodeAddresses: &v1beta1.NodeAddresses{}}},
+		{ObjectMeta: meta("open", 0), Spec: v1beta1.IPAddressPoolSpec{NodeAddresses: &v1beta1.NodeAddresses{DeniedPorts: &[]int32{}}}},
+		{ObjectMeta: meta("own", 0), Spec: v1beta1.IPAddressPoolSpec{NodeAddresses: &v1beta1.NodeAddresses{DeniedPorts: &[]int32{8080, 22, 8080}}}},
 	}})
 	if probs.Err() != nil {
 		t.Fatal(probs)
@@ -250,6 +253,22 @@ func TestPoolModel(t *testing.T) {
 	n := cfg.Pool("n")
 	if n.NodeAddresses == nil || n.NodeAddresses.AddressType != v1beta1.NodeExternalIP || !n.AutoAssign {
 		t.Errorf("node pool = %+v", n)
+	}
+	// Denied ports: the defaults when unset (SSH, the API server, the kubelet, Herald's speaker among
+	// them), none for an empty list, and a list as given (sorted, without repeats).
+	for _, port := range []int32{22, 2379, 6443, 10250, 7572, 7946} {
+		if !n.NodeAddresses.Denies(port) {
+			t.Errorf("node pool without deniedPorts allows port %d", port)
+		}
+	}
+	if n.NodeAddresses.Denies(80) || n.NodeAddresses.Denies(443) {
+		t.Error("node pool without deniedPorts denies 80 or 443")
+	}
+	if o := cfg.Pool("open").NodeAddresses; len(o.DeniedPorts) != 0 || o.Denies(22) {
+		t.Errorf("deniedPorts: [] denies %v", o.DeniedPorts)
+	}
+	if o := cfg.Pool("own").NodeAddresses; !slices.Equal(o.DeniedPorts, []int32{22, 8080}) || o.Denies(6443) {
+		t.Errorf("deniedPorts [8080, 22, 8080] gives %v", o.DeniedPorts)
 	}
 	if cfg.Pool("missing") != nil {
 		t.Error("Pool(missing) != nil")

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -129,6 +130,19 @@ func parseNodeAddresses(na *v1beta1.NodeAddresses, r *reporter) *NodeAddressSour
 			src.Selector = s
 			src.NodeSelector = sel
 		}
+	}
+	src.DeniedPorts = DefaultDeniedPorts
+	if na.DeniedPorts != nil {
+		src.DeniedPorts = nil
+		for i, p := range *na.DeniedPorts {
+			if p < 1 || p > 65535 {
+				r.errorf(fmt.Sprintf("spec.nodeAddresses.deniedPorts[%d]", i), "%d is not a port (1-65535)", p)
+				continue
+			}
+			src.DeniedPorts = append(src.DeniedPorts, p)
+		}
+		slices.Sort(src.DeniedPorts)
+		src.DeniedPorts = slices.Compact(src.DeniedPorts)
 	}
 	switch na.AddressType {
 	case "":

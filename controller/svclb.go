@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -101,6 +102,7 @@ func (r *Reconciler) syncServiceLB(ctx context.Context, nn types.NamespacedName,
 		Image:            r.svclb.Image,
 		ImagePullPolicy:  r.svclb.ImagePullPolicy,
 		PoolNodeSelector: pool.NodeAddresses.NodeSelector,
+		DeniedPorts:      pool.NodeAddresses.DeniedPorts,
 		Nodes:            nodes.Items,
 	})
 	res.problems = problems
@@ -118,11 +120,13 @@ func (r *Reconciler) syncServiceLB(ctx context.Context, nn types.NamespacedName,
 		}
 	}
 	// With problems, what exists keeps running (and serving); only a
-	// predecessor of another UID goes.
+	// predecessor of another UID goes, and every one when the Service asks
+	// for what its pool denies (a port of the node's own services).
 	if want == nil {
+		denied := slices.ContainsFunc(problems, func(p daemonset.Problem) bool { return p.Denied })
 		var others []*appsv1.DaemonSet
 		for i := range existing {
-			if types.UID(existing[i].Labels[daemonset.LabelServiceUID]) != svc.UID {
+			if denied || types.UID(existing[i].Labels[daemonset.LabelServiceUID]) != svc.UID {
 				others = append(others, &existing[i])
 			}
 		}

@@ -669,3 +669,38 @@ func TestSvclbNamespaceMissing(t *testing.T) {
 		return ""
 	})
 }
+
+// TestSvclbDeniedPort: a Service of a node-address pool that asks for a port the pool denies (SSH, by default)
+// gets a Warning event naming the port and no DaemonSet, and the one it had goes (it would listen on the nodes'
+// port 22); when the pool allows the port (deniedPorts: []), the DaemonSet comes back with it. Before, the
+// DaemonSet took the nodes' port 22 and no event was written.
+func TestSvclbDeniedPort(t *testing.T) {
+	e := newEnv(t)
+	e.nodePool("nodes")
+	e.node("n1", "InternalIP=10.0.8.1")
+	e.startController(withSvclb)
+	svc := e.svc("web")
+	e.waitDS(svc)
+
+	e.updateSvc("web", func(s *corev1.Service) {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "ssh", Port: 22, Protocol: corev1.ProtocolTCP})
+	})
+	e.waitEvent(e.app, "web", EventServiceLBInvalid, "spec.ports[1].port=\"22\": the node-address pool denies this port")
+	e.waitNoDS("web")
+
+	e.updatePool("nodes", func(p *v1beta1.IPAddressPool) { p.Spec.NodeAddresses.DeniedPorts = &[]int32{} })
+	e.eventually(15*time.Second, func() string {
+		ds := &appsv1.DaemonSet{}
+		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: daemonset.Name(svc)}, ds); err != nil {
+			return fmt.Sprintf("daemonset: %v", err)
+		}
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			for _, p := range c.Ports {
+				if p.HostPort == 22 {
+					return ""
+				}
+			}
+		}
+		return "the daemonset has no host port 22 yet"
+	})
+}

@@ -85,6 +85,21 @@ type NodeAddresses struct {
 	// +kubebuilder:validation:Enum=ExternalIP;InternalIP
 	// +kubebuilder:default:=ExternalIP
 	AddressType string `json:"addressType,omitempty"`
+
+	// DeniedPorts are the ports no Service may take on the pool's nodes (its
+	// forwarder would listen on them there, TCP and UDP alike). Unset: the
+	// nodes' own services (SSH 22, BGP 179, BFD 3784, 3785 and 4784, etcd
+	// 2379 and 2380, the API server 6443, the kubelet 10250 and 10255,
+	// kube-proxy 10249 and 10256, the controller manager 10257, the cloud
+	// controller 10258, the scheduler 10259, Herald's speaker 7572, 7573 and
+	// memberlist 7946, NLLB 7443). An empty list denies none. A Service asking
+	// for a denied port gets a Warning event and no forwarder.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=65535
+	// +listType=set
+	DeniedPorts *[]int32 `json:"deniedPorts,omitempty"`
 }
 
 // ServiceAllocation scopes a pool to Services and gives it a priority.

@@ -316,6 +316,9 @@ func TestBuildProblems(t *testing.T) {
 		{name: "no ports", svc: testService(func(s *corev1.Service) { s.Spec.Ports = nil }), field: "spec.ports", want: "no port"},
 		{name: "no namespace", svc: testService(), opts: &Options{Image: "herald:test"}, field: "options.namespace", want: "not set"},
 		{name: "no image", svc: testService(), opts: &Options{Namespace: "herald-system"}, field: "options.image", want: "not set"},
+		{name: "denied port", svc: testService(func(s *corev1.Service) { s.Spec.Ports[1].Port = 22 }),
+			opts:  &Options{Namespace: "n", Image: "i", DeniedPorts: []int32{22, 6443}},
+			field: "spec.ports[1].port", want: "denies this port"},
 		{name: "bad pool selector", svc: testService(), opts: &Options{Namespace: "n", Image: "i", PoolNodeSelector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}},
 			field: "pool.nodeSelector.matchExpressions[0].operator", want: "unknown operator"},
@@ -335,6 +338,9 @@ func TestBuildProblems(t *testing.T) {
 			}
 			if problems[0].Field != tt.field || !strings.Contains(problems[0].String(), tt.want) {
 				t.Errorf("problems %v, want first on %s with %q", problems, tt.field, tt.want)
+			}
+			if denied := strings.Contains(tt.name, "denied"); problems[0].Denied != denied {
+				t.Errorf("problem %v: Denied = %v, want %v", problems[0], problems[0].Denied, denied)
 			}
 		})
 	}

@@ -81,6 +81,10 @@ type Options struct {
 	// Nodes are the cluster's nodes; only their labels are read (the
 	// enablelb rule depends on whether any node carries the label).
 	Nodes []corev1.Node
+	// DeniedPorts are the ports the pool denies on its nodes (sorted): a
+	// Service port among them is a Problem with Denied set, and no
+	// DaemonSet is built.
+	DeniedPorts []int32
 	// ProbePortBase: the first probe port tried (0: DefaultProbePortBase).
 	ProbePortBase int
 }
@@ -91,6 +95,10 @@ type Problem struct {
 	Field  string // e.g. metadata.annotations[svccontroller.k3s.cattle.io/tolerations][1].operator
 	Value  string
 	Reason string
+	// Denied: the Service asks for what its pool forbids (a denied port),
+	// so no forwarder may run for it, not even one that exists already.
+	// Other problems leave an existing forwarder serving.
+	Denied bool
 }
 
 func (p Problem) String() string {
@@ -241,6 +249,11 @@ func Build(svc *corev1.Service, opts Options) (*appsv1.DaemonSet, []Problem) {
 		}
 		if proto != corev1.ProtocolTCP && proto != corev1.ProtocolUDP {
 			bad(field+".protocol", string(proto), "herald svclb forwards only TCP and UDP")
+			continue
+		}
+		if _, denied := slices.BinarySearch(opts.DeniedPorts, p.Port); denied {
+			problems = append(problems, Problem{Field: field + ".port", Value: strconv.Itoa(int(p.Port)), Denied: true,
+				Reason: "the node-address pool denies this port on its nodes (spec.nodeAddresses.deniedPorts; by default the nodes' own services: SSH, etcd, the API server, the kubelet, Herald's ports)"})
 			continue
 		}
 		destPort := p.Port
