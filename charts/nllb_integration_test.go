@@ -50,13 +50,13 @@ func TestChartNLLBWiring(t *testing.T) {
 		nodeRBAC  bool
 	}{
 		{name: "off", set: "nllb.enabled=false"},
-		{name: "DaemonSet fed by the speaker", set: "nllb.enabled=true", daemonSet: true, feed: "/var/lib/herald/nllb-upstreams.json", family: "auto"},
-		{name: "static pods fed by the speaker", set: "nllb.staticPod=true,nllb.stateDir=/srv/herald/,nllb.loopback=ipv6",
+		{name: "DaemonSet fed by the speaker", set: "nllb.enabled=true", daemonSet: true, feed: "/var/lib/herald/feed/nllb-upstreams.json", family: "auto"},
+		{name: "static pods fed by the speaker", set: "nllb.staticPod=true,nllb.feedDir=/srv/herald/,nllb.loopback=ipv6",
 			feed: "/srv/herald/nllb-upstreams.json", family: "ipv6"},
 		{name: "DaemonSet watching, no RBAC", set: "nllb.enabled=true,nllb.upstreamsFrom=watch", daemonSet: true, watch: true},
 		{name: "static pods watching with the node RBAC", set: "nllb.staticPod=true,nllb.upstreamsFrom=watch,nllb.nodeRBAC=true", nodeRBAC: true},
 		{name: "node RBAC asked without the watch: none", set: "nllb.enabled=true,nllb.nodeRBAC=true", daemonSet: true,
-			feed: "/var/lib/herald/nllb-upstreams.json", family: "auto"},
+			feed: "/var/lib/herald/feed/nllb-upstreams.json", family: "auto"},
 		{name: "nothing followed", set: "nllb.enabled=true,nllb.upstreamsFrom=none", daemonSet: true, poll0: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,6 +110,13 @@ func TestChartNLLBWiring(t *testing.T) {
 					t.Errorf("the speaker's feed: volumes %+v mounts %+v, want %s from the host, writable, only", vols, sc.VolumeMounts, dir)
 				}
 			}
+			// The speaker can write nothing the kubelet trusts: none of its host paths holds the patched
+			// kubeconfig (before, it mounted nllb.stateDir, where the kubelet's patched kubeconfig lives).
+			for _, v := range vols {
+				if v.HostPath != nil && strings.HasPrefix("/var/lib/herald/kubelet-nllb.conf", strings.TrimSuffix(v.HostPath.Path, "/")+"/") {
+					t.Errorf("the speaker mounts %s, which holds the patched kubeconfig the kubelet trusts", v.HostPath.Path)
+				}
+			}
 			if nllb == nil {
 				return
 			}
@@ -138,6 +145,7 @@ func TestChartNLLBWiring(t *testing.T) {
 		"nllb.enabled=true,nllb.upstreamsFrom=api":      "want speaker, watch or none",
 		"nllb.staticPod=true,speaker.enabled=false":     "needs speaker.enabled",
 		"nllb.enabled=true,nllb.patchedKubeconfig=/etc": "must lie in nllb.stateDir",
+		"nllb.enabled=true,nllb.feedDir=/var/lib/herald": "must not lie in nllb.feedDir",
 	} {
 		cmd := exec.Command(helm, "template", "herald", chartDir, "--set", set)
 		var stderr bytes.Buffer

@@ -138,8 +138,8 @@ func checkNLLB(t *testing.T, ds *appsv1.DaemonSet) {
 	c := container(t, name, spec, "nllb")
 	checkLocked(t, name, c, nil)
 	for _, m := range c.VolumeMounts {
-		if !m.ReadOnly && m.Name != "state" {
-			t.Errorf("%s: mount %s at %s is writable; only the state directory may be", name, m.Name, m.MountPath)
+		if !m.ReadOnly && m.Name != "state" && m.Name != "feed" {
+			t.Errorf("%s: mount %s at %s is writable; only the state and feed directories may be", name, m.Name, m.MountPath)
 		}
 	}
 }

@@ -44,7 +44,7 @@ func TestNLLB(t *testing.T) {
 	if l.Env()["LAB_NLLB_FEED"] == "speaker" {
 		// The chart's default wiring: the speakers write the API servers into the NLLB state directory, which the
 		// nodes' herald nllb follows (run by the lab as host services, as static pods would: nllb.staticPod).
-		t.Setenv("HERALD_HELM_ARGS", "--set nllb.staticPod=true --set nllb.stateDir="+l.Env()["NLLB_SHARED_DIR"])
+		t.Setenv("HERALD_HELM_ARGS", "--set nllb.staticPod=true --set nllb.feedDir="+l.Env()["NLLB_SHARED_DIR"])
 		installSpeakers(t, ctx)
 	}
 	servers := []string{l.Env()["APISERVER_1"], l.Env()["APISERVER_2"], l.Env()["APISERVER_3"]}

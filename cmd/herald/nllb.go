@@ -68,7 +68,7 @@ func parseNLLBFlagsWith(args []string, stderr io.Writer, sub string, extra func(
 	fs.StringVar(&o.KubeconfigIn, "kubeconfig", "", "the node's original kubeconfig: seed API server, CA and credentials of the readyz checks (required)")
 	fs.StringVar(&o.KubeconfigOut, "patched-kubeconfig", "", "write a copy of --kubeconfig pointing at the balancer here (empty: none)")
 	fs.DurationVar(&o.KubeconfigResync, "patched-kubeconfig-resync", o.KubeconfigResync, "how often the copy is checked against the original (rewritten only on change)")
-	fs.StringVar(&o.StateFile, "state-file", "/var/lib/herald/nllb-upstreams.json", "persisted upstream set (empty: none)")
+	fs.StringVar(&o.StateFile, "state-file", "/var/lib/herald/feed/nllb-upstreams.json", "persisted upstream set, in a directory of its own: the speaker writes it (empty: none)")
 	seeds := fs.String("upstreams", "", "extra upstreams besides the kubeconfig's server, comma-separated IP:port")
 	fs.DurationVar(&o.SeedResolveInterval, "seed-resolve-interval", o.SeedResolveInterval, "how often a kubeconfig server given by name is looked up again (the seeds follow its addresses); 0: once at start")
 	fs.StringVar(&o.Loopback, "loopback", o.Loopback, "auto ([::1] when no upstream is IPv4, else 127.0.0.1), ipv4 or ipv6")

@@ -23,7 +23,7 @@ func TestNLLBFlags(t *testing.T) {
 	o := f.o
 	if o.APIServerPort != 7443 || o.Konnectivity || o.KonnectivityPort != 7132 || o.KonnectivityUpstreamPort != 8132 ||
 		o.HealthMode != node.HealthReadyz || o.Thresholds.Interval != 5*time.Second || o.Thresholds.UnhealthyAfter != 5 ||
-		o.Thresholds.HealthyAfter != 3 || o.Loopback != "auto" || o.StateFile != "/var/lib/herald/nllb-upstreams.json" ||
+		o.Thresholds.HealthyAfter != 3 || o.Loopback != "auto" || o.StateFile != "/var/lib/herald/feed/nllb-upstreams.json" ||
 		o.WatchEndpoints || o.StateFilePoll != 2*time.Second || o.SeedResolveInterval != time.Minute {
 		t.Errorf("defaults: %+v", o)
 	}

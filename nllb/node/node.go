@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -121,6 +122,8 @@ func (o Options) Validate() error {
 		return errors.New("the node's kubeconfig is required (it names the seed API server and holds the readyz credentials)")
 	case o.KubeconfigOut != "" && o.KubeconfigOut == o.KubeconfigIn:
 		return fmt.Errorf("patched kubeconfig %s: must differ from the original (the original stays the source of truth)", o.KubeconfigOut)
+	case o.KubeconfigOut != "" && o.StateFile != "" && within(filepath.Dir(filepath.Clean(o.KubeconfigOut)), filepath.Dir(filepath.Clean(o.StateFile))):
+		return fmt.Errorf("patched kubeconfig %s: must not lie in the state file's directory %s: the speaker writes there (herald speaker --nllb-state-file), and the kubelet trusts the patched kubeconfig", o.KubeconfigOut, filepath.Dir(o.StateFile))
 	case o.KubeconfigOut != "" && o.KubeconfigResync <= 0:
 		return fmt.Errorf("kubeconfig resync %v: must be positive", o.KubeconfigResync)
 	case o.Loopback != LoopbackAuto && o.Loopback != LoopbackIPv4 && o.Loopback != LoopbackIPv6:

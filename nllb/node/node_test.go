@@ -40,6 +40,12 @@ func TestValidate(t *testing.T) {
 		{"no kubeconfig", func(o *Options) { o.KubeconfigIn = "" }, "kubeconfig is required"},
 		{"out = in", func(o *Options) { o.KubeconfigOut = o.KubeconfigIn }, "must differ"},
 		{"zero resync", func(o *Options) { o.KubeconfigOut = "/x"; o.KubeconfigResync = 0 }, "resync"},
+		{"patched kubeconfig in the state file's directory", func(o *Options) {
+			o.KubeconfigOut, o.StateFile = "/var/lib/herald/kubelet-nllb.conf", "/var/lib/herald/u.json"
+		}, "must not lie in the state file's directory"},
+		{"patched kubeconfig below the state file's directory", func(o *Options) {
+			o.KubeconfigOut, o.StateFile = "/var/lib/herald/feed/kube/kubelet-nllb.conf", "/var/lib/herald/feed/u.json"
+		}, "the speaker writes there"},
 		{"bad loopback", func(o *Options) { o.Loopback = "eth0" }, "loopback"},
 		{"bad mode", func(o *Options) { o.HealthMode = "http" }, "health mode"},
 		{"konnectivity on the API port", func(o *Options) { o.Konnectivity = true; o.KonnectivityPort = o.APIServerPort }, "konnectivity port"},
@@ -93,7 +99,7 @@ func TestRunWithTheSeedDown(t *testing.T) {
 	o.KubeconfigIn = in
 	o.KubeconfigOut = filepath.Join(dir, "out", "kubelet-nllb.conf")
 	os.Mkdir(filepath.Dir(o.KubeconfigOut), 0o755)
-	o.StateFile = filepath.Join(dir, "upstreams.json")
+	o.StateFile = filepath.Join(dir, "feed", "upstreams.json")
 	// Not followed (no speaker feeds it here): herald nllb owns the file
 	// and writes its starting set into it.
 	o.StateFilePoll = 0

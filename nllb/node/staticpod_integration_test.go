@@ -151,7 +151,7 @@ func TestStaticPodArgsRun(t *testing.T) {
 	o := DefaultOptions()
 	o.KubeconfigIn = in
 	o.KubeconfigOut = filepath.Join(dir, "state", "kubelet-nllb.conf")
-	o.StateFile = filepath.Join(dir, "state", "nllb-upstreams.json")
+	o.StateFile = filepath.Join(dir, "state", "feed", "nllb-upstreams.json")
 	o.StateFilePoll = 100 * time.Millisecond
 	o.APIServerPort = uint16(ports[0])
 	o.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])

@@ -81,8 +81,8 @@ func TestHostMounts(t *testing.T) {
 		mounts []HostMount
 	}{
 		{
-			name: "kubeadm-like: state and patched copy in /var/lib/herald", out: p("var/lib/herald/kubelet-nllb.conf"), state: p("var/lib/herald/u.json"),
-			rw:     []string{p("var/lib/herald/kubelet-nllb.conf"), p("var/lib/herald/u.json")},
+			name: "kubeadm-like: patched copy in /var/lib/herald, state in its feed directory", out: p("var/lib/herald/kubelet-nllb.conf"), state: p("var/lib/herald/feed/u.json"),
+			rw:     []string{p("var/lib/herald/kubelet-nllb.conf"), p("var/lib/herald/feed/u.json")},
 			ro:     []string{kc, p("etc/kubernetes/pki/ca.crt"), p("var/lib/kubelet/pki/kubelet-client-current.pem"), p("var/lib/kubelet/rotated/kubelet-client-2026.pem"), p("etc/kubernetes/keys/client.key")},
 			mounts: []HostMount{{p("etc/kubernetes"), false}, {p("var/lib/herald"), true}, {p("var/lib/kubelet/pki"), false}, {p("var/lib/kubelet/rotated"), false}},
 		},
@@ -201,7 +201,7 @@ func TestWriteKubeconfig(t *testing.T) {
 		t.Error("no patched path: accepted")
 	}
 	o.KubeconfigOut = filepath.Join(root, "var/lib/herald/kubelet-nllb.conf")
-	o.StateFile = filepath.Join(root, "var/lib/herald/u.json")
+	o.StateFile = filepath.Join(root, "var/lib/herald/feed/u.json")
 	if err := os.MkdirAll(filepath.Dir(o.KubeconfigOut), 0o755); err != nil {
 		t.Fatal(err)
 	}

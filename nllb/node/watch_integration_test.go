@@ -137,7 +137,7 @@ func TestWatchEndpointSlicesThroughTheBalancer(t *testing.T) {
 	o := DefaultOptions()
 	o.KubeconfigIn = in
 	o.KubeconfigOut = filepath.Join(dir, "kubelet-nllb.conf")
-	o.StateFile = filepath.Join(dir, "upstreams.json")
+	o.StateFile = filepath.Join(dir, "feed", "upstreams.json")
 	o.APIServerPort = 0
 	o.Konnectivity, o.KonnectivityPort, o.KonnectivityUpstreamPort = true, 0, konnPort
 	o.HealthMode = HealthTCP
