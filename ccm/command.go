@@ -64,6 +64,7 @@ func NewCommand(stop <-chan struct{}) (*cobra.Command, error) {
 	fs.StringVar(&c.SvclbImage, "svclb-image", c.SvclbImage, "image of the svclb pods, Herald's own (default: $HERALD_IMAGE)")
 	pullPolicy := fs.String("svclb-image-pull-policy", "", "pull policy of the svclb containers: Always, IfNotPresent or Never (default: the API server's)")
 	fs.StringVar(&c.MemberlistSecret, "memberlist-secret", c.MemberlistSecret, "name of the speakers' gossip key Secret")
+	fs.StringVar(&c.BGPPasswordsSecret, "bgp-passwords-secret", c.BGPPasswordsSecret, "name of the Secret the BGP peers' passwords are copied into for the speakers")
 	fs.BoolVar(&c.LeaderElection, "herald-leader-elect", c.LeaderElection,
 		"Herald's controller takes the herald-controller Lease in --namespace before it writes, the same Lease as a standalone herald controller: the two never write at once")
 	fs.StringVar(&c.MetricsAddr, "herald-metrics-bind-address", c.MetricsAddr, "Herald's controller metrics listen address (0 disables)")

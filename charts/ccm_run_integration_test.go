@@ -136,7 +136,7 @@ func TestCCMRunsWithChartRBAC(t *testing.T) {
 				// The delegated authentication of the HTTPS port reads its configuration with the same identity.
 				"--authentication-kubeconfig="+impersonatingKubeconfig(t, ns, ns+"-ccm"),
 				"--authorization-kubeconfig="+impersonatingKubeconfig(t, ns, ns+"-ccm"),
-				"--namespace="+ns, "--svclb-namespace="+svclbNS, "--svclb-image=herald:test", "-v=2")
+				"--namespace="+ns, "--svclb-namespace="+svclbNS, "--svclb-image=herald:test", "--bgp-passwords-secret="+ns+"-bgp-passwords", "-v=2")
 			cmd.Stdout, cmd.Stderr = logs, logs
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

@@ -162,8 +162,8 @@ func TestCleanupHookRendered(t *testing.T) {
 			}
 			names, _ := m["resourceNames"].([]any)
 			got := fmt.Sprint(names)
-			if got != "[site-gossip site-webhook-tls]" {
-				t.Errorf("%s: the hook may delete Secrets %s, want [site-gossip site-webhook-tls]", objName(o), got)
+			if got != "[site-gossip site-webhook-tls herald-bgp-passwords]" {
+				t.Errorf("%s: the hook may delete Secrets %s, want [site-gossip site-webhook-tls herald-bgp-passwords]", objName(o), got)
 			}
 		}
 	}

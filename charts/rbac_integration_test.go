@@ -38,6 +38,8 @@ const (
 	// The webhook's configuration and Secret, as the chart names them (fullnameOverride=rbacNS).
 	webhookConfig = rbacNS + "-webhook"
 	webhookSecret = rbacNS + "-webhook-cert"
+	// The controller's copy of the BGP passwords for the speakers.
+	passwordsCopy = rbacNS + "-bgp-passwords"
 )
 
 // check is one request and whether RBAC must allow it.
@@ -146,6 +148,9 @@ func installRBACChecks(t *testing.T) {
 	}
 	_, err = admin.cs.CoreV1().Secrets(rbacNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: webhookSecret},
 		Data: map[string][]byte{"ca.crt": []byte("x")}}, metav1.CreateOptions{})
+	must(err)
+	_, err = admin.cs.CoreV1().Secrets(rbacNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: passwordsCopy},
+		Data: map[string][]byte{"peer": []byte("x")}}, metav1.CreateOptions{})
 	must(err)
 }
 
@@ -398,12 +403,25 @@ func TestControllerRBAC(t *testing.T) {
 		{"delete Secret " + memberlist, false, func(ctx context.Context) error {
 			return core.Secrets(rbacNS).Delete(ctx, memberlist, metav1.DeleteOptions{})
 		}},
-		{"get another Secret of its namespace", false, func(ctx context.Context) error {
+		// The BGPPeers' passwordSecrets, of any name: read and watched, copied into one Secret for the
+		// speakers (updated, only it).
+		{"get a BGP password Secret of its namespace", true, func(ctx context.Context) error {
 			_, err := core.Secrets(rbacNS).Get(ctx, "peer-password", metav1.GetOptions{})
 			return err
 		}},
-		{"list Secrets of its namespace", false, func(ctx context.Context) error {
-			_, err := core.Secrets(rbacNS).List(ctx, metav1.ListOptions{})
+		{"list and watch Secrets of its namespace", true, func(ctx context.Context) error {
+			if _, err := core.Secrets(rbacNS).List(ctx, metav1.ListOptions{}); err != nil {
+				return err
+			}
+			return stopWatch(core.Secrets(rbacNS).Watch(ctx, watchOpts))
+		}},
+		{"update Secret " + passwordsCopy, true, func(ctx context.Context) error {
+			_, err := core.Secrets(rbacNS).Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNS, Name: passwordsCopy},
+				Data: map[string][]byte{"peer": []byte("x")}}, metav1.UpdateOptions{})
+			return err
+		}},
+		{"update a BGP password Secret", false, func(ctx context.Context) error {
+			_, err := core.Secrets(rbacNS).Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rbacNS, Name: "peer-password"}}, metav1.UpdateOptions{})
 			return err
 		}},
 		{"get a Secret in " + appsNS, false, func(ctx context.Context) error {
@@ -587,15 +605,45 @@ func TestSpeakerRBAC(t *testing.T) {
 			_, err := core.Namespaces().List(ctx, metav1.ListOptions{})
 			return err
 		}},
-		// Secrets of its namespace: read and watched; nowhere else, never written.
+		// Two Secrets of its namespace, by name: the memberlist key and the controller's copy of the BGP
+		// passwords, read and watched (a list and watch restricted to the name); no other Secret, never written.
 		{"get Secret " + memberlist, true, func(ctx context.Context) error {
 			_, err := core.Secrets(rbacNS).Get(ctx, memberlist, metav1.GetOptions{})
 			return err
 		}},
-		{"list and watch Secrets of its namespace", true, func(ctx context.Context) error {
-			if _, err := core.Secrets(rbacNS).List(ctx, metav1.ListOptions{}); err != nil {
+		{"get Secret " + passwordsCopy, true, func(ctx context.Context) error {
+			_, err := core.Secrets(rbacNS).Get(ctx, passwordsCopy, metav1.GetOptions{})
+			return err
+		}},
+		{"list and watch Secret " + memberlist + " by name", true, func(ctx context.Context) error {
+			byName := metav1.ListOptions{FieldSelector: "metadata.name=" + memberlist}
+			if _, err := core.Secrets(rbacNS).List(ctx, byName); err != nil {
 				return err
 			}
+			byName.Watch, byName.TimeoutSeconds = true, watchOpts.TimeoutSeconds
+			return stopWatch(core.Secrets(rbacNS).Watch(ctx, byName))
+		}},
+		{"list and watch Secret " + passwordsCopy + " by name", true, func(ctx context.Context) error {
+			byName := metav1.ListOptions{FieldSelector: "metadata.name=" + passwordsCopy}
+			if _, err := core.Secrets(rbacNS).List(ctx, byName); err != nil {
+				return err
+			}
+			byName.Watch, byName.TimeoutSeconds = true, watchOpts.TimeoutSeconds
+			return stopWatch(core.Secrets(rbacNS).Watch(ctx, byName))
+		}},
+		{"get a BGPPeer's password Secret", false, func(ctx context.Context) error {
+			_, err := core.Secrets(rbacNS).Get(ctx, "peer-password", metav1.GetOptions{})
+			return err
+		}},
+		{"get the webhook's CA Secret", false, func(ctx context.Context) error {
+			_, err := core.Secrets(rbacNS).Get(ctx, webhookSecret, metav1.GetOptions{})
+			return err
+		}},
+		{"list Secrets of its namespace", false, func(ctx context.Context) error {
+			_, err := core.Secrets(rbacNS).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"watch Secrets of its namespace", false, func(ctx context.Context) error {
 			return stopWatch(core.Secrets(rbacNS).Watch(ctx, watchOpts))
 		}},
 		{"get a Secret in " + appsNS, false, func(ctx context.Context) error {

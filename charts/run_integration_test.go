@@ -79,6 +79,7 @@ func TestControllerRunsWithChartRBAC(t *testing.T) {
 
 	o := controller.DefaultOptions()
 	o.Namespace, o.SvclbNamespace, o.SvclbImage = ns, svclbNS, "herald:test"
+	o.BGPPasswordsSecret = ns + "-bgp-passwords" // the chart's name (fullnameOverride is the namespace)
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.Registerer = prometheus.NewRegistry()
 	logs := &logbuf.Buffer{}
@@ -291,6 +292,7 @@ func TestSpeakerRunsWithChartRBAC(t *testing.T) {
 	ann := &recordingAnnouncer{}
 	o := speaker.DefaultOptions()
 	o.NodeName, o.Namespace = node, ns
+	o.BGPPasswordsSecret = ns + "-bgp-passwords" // the chart's name (fullnameOverride is the namespace)
 	o.MemberlistBindAddr, o.MemberlistPort = netip.MustParseAddr("127.0.0.1"), port
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.Registerer = prometheus.NewRegistry()

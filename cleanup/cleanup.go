@@ -58,11 +58,12 @@ type Options struct {
 	// SkipSvclb leaves the svclb DaemonSets (their namespace is deleted
 	// with the release, and them with it).
 	SkipSvclb bool
-	// MemberlistSecret, WebhookCertSecret and LeaseName name the Secrets
-	// and the Lease in Namespace ("": none).
-	MemberlistSecret  string
-	WebhookCertSecret string
-	LeaseName         string
+	// MemberlistSecret, WebhookCertSecret, BGPPasswordsSecret and
+	// LeaseName name the Secrets and the Lease in Namespace ("": none).
+	MemberlistSecret   string
+	WebhookCertSecret  string
+	BGPPasswordsSecret string
+	LeaseName          string
 	// WaitTimeout bounds the wait for the release's pods to stop.
 	WaitTimeout time.Duration
 	// PollInterval is how often the pods are listed (default 1s).
@@ -324,11 +325,12 @@ func (r *runner) statusObjects(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// secretsAndLease deletes the memberlist and webhook certificate Secrets and
+// secretsAndLease deletes the memberlist, webhook certificate and BGP
+// password copy Secrets and
 // the leader Lease, when present.
 func (r *runner) secretsAndLease(ctx context.Context) error {
 	var errs []error
-	for _, name := range []string{r.o.MemberlistSecret, r.o.WebhookCertSecret} {
+	for _, name := range []string{r.o.MemberlistSecret, r.o.WebhookCertSecret, r.o.BGPPasswordsSecret} {
 		if name == "" {
 			continue
 		}

@@ -44,11 +44,17 @@ func GVK(kind string) schema.GroupVersionKind {
 func Kinds() []client.Object {
 	out := make([]client.Object, len(kinds))
 	for i, k := range kinds {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(GVK(k))
-		out[i] = u
+		out[i] = Unstructured(k)
 	}
 	return out
+}
+
+// Unstructured is an empty unstructured object of one configuration kind,
+// for a watch of that kind alone (the same informer as Kinds').
+func Unstructured(kind string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(GVK(kind))
+	return u
 }
 
 // CacheInNamespace adds the configuration kinds to byObject, cached only in

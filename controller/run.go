@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/configobjs"
 	"github.com/herald-lb/herald/ipam"
 	"github.com/herald-lb/herald/webhook"
@@ -51,6 +52,10 @@ type Options struct {
 	LeaderElectionID string
 	// MemberlistSecret names the speakers' gossip key Secret.
 	MemberlistSecret string
+	// BGPPasswordsSecret names the Secret the controller writes the BGP
+	// peers' passwords into for the speakers (one key per BGPPeer; they
+	// read no other Secret of the namespace but the memberlist key).
+	BGPPasswordsSecret string
 	// SvclbNamespace is the ServiceLB namespace, where the DaemonSets of
 	// Services placed in node-address pools live ("": Namespace).
 	SvclbNamespace string
@@ -114,6 +119,7 @@ func DefaultOptions() Options {
 		LeaderElection:     true,
 		LeaderElectionID:   "herald-controller",
 		MemberlistSecret:   "herald-memberlist",
+		BGPPasswordsSecret: config.DefaultBGPPasswordsSecret,
 		MetricsAddr:        ":7472",
 		ProbeAddr:          ":7473",
 		PoolStatusInterval: time.Second,
@@ -178,6 +184,10 @@ func ManagerOptions(o Options) ctrl.Options {
 	}
 	mo.Cache.ByObject[&appsv1.DaemonSet{}] = svclbCache
 	mo.Cache.ByObject[&corev1.Pod{}] = svclbCache
+	// The install namespace's Secrets, for the BGP peers' passwordSecrets
+	// (bgpPasswords); the memberlist key and the webhook's certificate are
+	// read from the API server.
+	mo.Cache.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{o.Namespace: {}}}
 	if o.Logger != nil {
 		mo.Logger = logr.FromSlogHandler(o.Logger.Handler())
 	}
@@ -285,6 +295,19 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 		Complete(r)
 	if err != nil {
 		return nil, fmt.Errorf("creating service controller: %w", err)
+	}
+	if o.BGPPasswordsSecret != "" {
+		toPasswords := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{passwordsKey}
+		})
+		err := builder.ControllerManagedBy(mgr).
+			Named("bgp-passwords").
+			Watches(configobjs.Unstructured(config.KindBGPPeer), toPasswords, specOrLabels).
+			Watches(&corev1.Secret{}, toPasswords).
+			Complete(&bgpPasswords{r: r, name: o.BGPPasswordsSecret})
+		if err != nil {
+			return nil, fmt.Errorf("creating the BGP password controller: %w", err)
+		}
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		return r.poolStatusLoop(ctx, o.PoolStatusInterval)

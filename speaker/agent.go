@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -67,6 +69,9 @@ type Options struct {
 	MemberlistPort int
 	// MemberlistSecret names the Secret holding the gossip key.
 	MemberlistSecret string
+	// BGPPasswordsSecret names the Secret the controller copies the BGP
+	// peers' passwords into (a key per BGPPeer).
+	BGPPasswordsSecret string
 	// MemberlistInsecure allows running without the key (unencrypted
 	// gossip) when the Secret or its key is missing.
 	MemberlistInsecure bool
@@ -120,14 +125,15 @@ type Options struct {
 // DefaultOptions are the flag defaults of `herald speaker`.
 func DefaultOptions() Options {
 	return Options{
-		Namespace:        "herald-system",
-		MemberlistPort:   members.DefaultPort,
-		MemberlistSecret: "herald-memberlist",
-		Profile:          members.ProfileFast,
-		MetricsAddr:      ":7572",
-		ProbeAddr:        ":7573",
-		KubeAPIQPS:       20,
-		KubeAPIBurst:     40,
+		Namespace:          "herald-system",
+		MemberlistPort:     members.DefaultPort,
+		MemberlistSecret:   "herald-memberlist",
+		BGPPasswordsSecret: config.DefaultBGPPasswordsSecret,
+		Profile:            members.ProfileFast,
+		MetricsAddr:        ":7572",
+		ProbeAddr:          ":7573",
+		KubeAPIQPS:         20,
+		KubeAPIBurst:       40,
 	}
 }
 
@@ -150,12 +156,15 @@ type Agent struct {
 	mgr      manager.Manager
 	c        client.Client
 	recorder events.EventRecorder
-	ml       *members.Members
-	ann      Announcer
-	bgp      BGPApplier
-	bfd      BFDStatus
-	bfdClose func() // closes the BFD manager the agent made
-	met      *metrics
+	// keySecret follows the memberlist key Secret (by name: the speaker
+	// may not list the namespace's Secrets).
+	keySecret *namedSecret
+	ml        *members.Members
+	ann       Announcer
+	bgp       BGPApplier
+	bfd       BFDStatus
+	bfdClose  func() // closes the BFD manager the agent made
+	met       *metrics
 
 	kick  chan struct{}
 	ready atomic.Bool
@@ -233,10 +242,12 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	byObject := map[client.Object]cache.ByObject{
 		&v1beta1.ServiceL2Status{}:  {Namespaces: inNS},
 		&v1beta1.ServiceBGPStatus{}: {Namespaces: inNS},
-		// The install namespace's Secrets: the memberlist key and the BGP
-		// peers' passwords (BGPPeer.spec.passwordSecret), watched so that a
-		// changed password re-creates its session.
-		&corev1.Secret{}: {Namespaces: inNS},
+		// One Secret: the controller's copy of the BGP peers' passwords,
+		// watched so that a changed password re-creates its session. By
+		// name (the RBAC Role names it; the memberlist key is the other
+		// Secret the speaker may read, followed by keySecret).
+		&corev1.Secret{}: {Namespaces: map[string]cache.Config{o.Namespace: {
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", o.BGPPasswordsSecret)}}},
 	}
 	configobjs.CacheInNamespace(byObject, o.Namespace)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -258,6 +269,14 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 		kick:     make(chan struct{}, 1),
 	}
 	reader := mgr.GetAPIReader()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating a client: %w", err)
+	}
+	a.keySecret = newNamedSecret(cs, o.Namespace, o.MemberlistSecret)
+	if err := mgr.Add(a.keySecret); err != nil {
+		return nil, err
+	}
 
 	bind := o.MemberlistBindAddr
 	if !bind.IsValid() {
@@ -564,7 +583,7 @@ func (a *Agent) sync(ctx context.Context) error {
 		return err
 	}
 	a.ml.SetPeers(PeerAddrs(snap.Nodes, a.ml.Addr().Addr(), int(a.ml.Addr().Port())))
-	a.checkKey(ctx)
+	a.checkKey()
 	in := BuildInputs(snap)
 	res := plan.Compute(in)
 	want := res.For(a.o.NodeName)
@@ -615,14 +634,13 @@ func (a *Agent) sync(ctx context.Context) error {
 // speaker gossips with: memberlist keeps the key it started with, so a
 // rotated key takes effect when the speakers are restarted (all of them:
 // speakers with different keys cannot see each other).
-func (a *Agent) checkKey(ctx context.Context) {
-	var s corev1.Secret
-	err := a.c.Get(ctx, types.NamespacedName{Namespace: a.o.Namespace, Name: a.o.MemberlistSecret}, &s)
-	var now []byte
-	if err == nil {
-		now = s.Data[SecretKey]
+func (a *Agent) checkKey() {
+	if !a.keySecret.inf.HasSynced() {
+		return
 	}
-	changed := !bytes.Equal(now, a.key) && (err == nil || a.key != nil)
+	data, found := a.keySecret.Data()
+	now := data[SecretKey]
+	changed := !bytes.Equal(now, a.key) && (found || a.key != nil)
 	if changed && !a.keyWarned {
 		a.log.Warn("the memberlist key Secret changed since start; this speaker keeps gossiping with its old key until restarted (restart every speaker: speakers with different keys cannot see each other)",
 			"secret", a.o.Namespace+"/"+a.o.MemberlistSecret)

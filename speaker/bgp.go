@@ -59,7 +59,7 @@ type bgpState struct {
 //     speaker has one router ID; the session manager has one per node);
 //   - a route of a family for which the node has no address, to a session
 //     of the other family (there is no next hop to give).
-func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(plan.SecretRef) (string, error)) bgpState {
+func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(peer string, ref plan.SecretRef) (string, error)) bgpState {
 	st := bgpState{names: map[netip.Addr]bgpPeerInfo{}}
 	if len(d.Sessions) == 0 {
 		return st
@@ -104,10 +104,10 @@ func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(plan.Secr
 				DetectMultiplier: s.BFD.DetectMultiplier, Passive: s.BFD.PassiveMode}
 		}
 		if s.PasswordSecret != (plan.SecretRef{}) {
-			pw, err := password(s.PasswordSecret)
+			pw, err := password(s.Name, s.PasswordSecret)
 			if err != nil {
-				st.problems = append(st.problems, fmt.Errorf("bgp peer %s: password from Secret %s key %q: %w; session left out",
-					s.Name, s.PasswordSecret.Name, s.PasswordSecret.Key, err))
+				st.problems = append(st.problems, fmt.Errorf("bgp peer %s: password of Secret %s: %w; session left out",
+					s.Name, s.PasswordSecret.Name, err))
 				continue
 			}
 			p.Password = pw
@@ -178,7 +178,7 @@ func (a *Agent) syncBGP(ctx context.Context, in plan.Inputs, want plan.BGPDesire
 			addrs = n.Addrs
 		}
 	}
-	st := buildBGP(want, addrs, func(ref plan.SecretRef) (string, error) { return a.password(ctx, ref) })
+	st := buildBGP(want, addrs, func(peer string, _ plan.SecretRef) (string, error) { return a.password(ctx, peer) })
 	if p := errors.Join(st.problems...); p != nil && p.Error() != a.bgpProblems {
 		a.bgpProblems = p.Error()
 		a.log.Warn("BGP plan applied in part", "problems", p.Error())
@@ -206,20 +206,18 @@ func (a *Agent) syncBGP(ctx context.Context, in plan.Inputs, want plan.BGPDesire
 	return sessions, nil
 }
 
-// password reads a BGP peer's TCP MD5 password from its Secret in the
-// install namespace (from the cache: Secrets there are watched).
-func (a *Agent) password(ctx context.Context, ref plan.SecretRef) (string, error) {
+// password reads a BGP peer's TCP MD5 password from the copy the controller
+// keeps of the peers' passwordSecrets (one Secret, a key per BGPPeer, the
+// only Secret the speaker caches: it may read no other but the memberlist
+// key).
+func (a *Agent) password(ctx context.Context, peer string) (string, error) {
 	var s corev1.Secret
-	if err := a.c.Get(ctx, types.NamespacedName{Namespace: a.o.Namespace, Name: ref.Name}, &s); err != nil {
-		return "", err
+	if err := a.c.Get(ctx, types.NamespacedName{Namespace: a.o.Namespace, Name: a.o.BGPPasswordsSecret}, &s); err != nil {
+		return "", fmt.Errorf("the controller's copy %s: %w", a.o.BGPPasswordsSecret, err)
 	}
-	key := ref.Key
-	if key == "" {
-		key = "password"
-	}
-	v, ok := s.Data[key]
+	v, ok := s.Data[peer]
 	if !ok || len(v) == 0 {
-		return "", fmt.Errorf("no key %q in the Secret", key)
+		return "", fmt.Errorf("not in the controller's copy %s (the controller's Warning event on the BGPPeer says why)", a.o.BGPPasswordsSecret)
 	}
 	return string(v), nil
 }

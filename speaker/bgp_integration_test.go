@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/announce/bgp"
+	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
 )
 
@@ -101,8 +102,12 @@ func TestBGPPlanApplied(t *testing.T) {
 	na, nb := e.ns+"-a", e.ns+"-b"
 	e.node(na, "127.0.0.1", nil)
 	e.node(nb, "127.0.0.2", nil)
+	// The speakers read the password from the controller's copy (a key per BGPPeer), written here as the
+	// controller would (controller.TestBGPPasswordCopy tests that part), never from the Secret the peer names.
 	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "router-pw"},
-		Type: corev1.SecretTypeBasicAuth, Data: map[string][]byte{"password": []byte("first")}})
+		Type: corev1.SecretTypeBasicAuth, Data: map[string][]byte{"password": []byte("not read by the speakers")}})
+	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: config.DefaultBGPPasswordsSecret},
+		Data: map[string][]byte{"router": []byte("first")}})
 	e.create(&v1beta1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "router"},
 		Spec: v1beta1.BGPPeerSpec{MyASN: 64500, PeerASN: 64501, PeerAddress: "127.0.0.9",
 			PasswordSecret: &v1beta1.SecretReference{Name: "router-pw"}}})
@@ -177,10 +182,10 @@ func TestBGPPlanApplied(t *testing.T) {
 	})
 
 	var s corev1.Secret
-	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "router-pw"}, &s); err != nil {
+	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: config.DefaultBGPPasswordsSecret}, &s); err != nil {
 		t.Fatal(err)
 	}
-	s.Data["password"] = []byte("second")
+	s.Data["router"] = []byte("second")
 	if err := e.c.Update(e.ctx, &s); err != nil {
 		t.Fatal(err)
 	}

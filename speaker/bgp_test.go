@@ -23,7 +23,7 @@ func TestBuildBGP(t *testing.T) {
 		return plan.BGPSession{Name: name, MyASN: 64500, PeerASN: 64501, PeerAddress: ip(peer), RouterID: ip("10.0.0.11"),
 			HoldTime: 90 * time.Second, KeepaliveTime: 30 * time.Second, ConnectTime: 5 * time.Second}
 	}
-	pw := func(ref plan.SecretRef) (string, error) {
+	pw := func(_ string, ref plan.SecretRef) (string, error) {
 		if ref.Name == "good" {
 			return "s3cret", nil
 		}
@@ -96,7 +96,7 @@ func TestBuildBGP(t *testing.T) {
 			},
 			addrs: node,
 			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.10/32"}},
-				problems: []string{`bgp peer b: password from Secret gone key "password": secrets "gone" not found`}},
+				problems: []string{`bgp peer b: password of Secret gone: secrets "gone" not found`}},
 			check: func(t *testing.T, d bgp.Desired) {
 				if d.Peers[0].Password != "s3cret" {
 					t.Errorf("password %q", d.Peers[0].Password)

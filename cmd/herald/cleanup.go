@@ -44,6 +44,7 @@ func runCleanup(args []string, _, stderr io.Writer) int {
 	fs.BoolVar(&o.SkipSvclb, "skip-svclb", false, "leave the svclb DaemonSets (their namespace is deleted, and they with it)")
 	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", d.MemberlistSecret, "name of the speakers' gossip key Secret (\"\": none)")
 	fs.StringVar(&o.WebhookCertSecret, "webhook-cert-secret", "", "name of the webhook certificate Secret, deleted when present (\"\": none)")
+	fs.StringVar(&o.BGPPasswordsSecret, "bgp-passwords-secret", "", "name of the controller's copy of the BGP passwords, deleted when present (\"\": none)")
 	fs.StringVar(&o.LeaseName, "leader-election-id", d.LeaderElectionID, "name of the controller's leader Lease (\"\": none)")
 	fs.DurationVar(&o.WaitTimeout, "wait-timeout", 2*time.Minute, "how long to wait for the release's controller and speaker pods to stop")
 	if err := fs.Parse(args); err != nil {

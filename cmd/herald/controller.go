@@ -37,6 +37,7 @@ func runController(args []string, _, stderr io.Writer) int {
 	fs.BoolVar(&o.OnlyClass, "only-class", false, "serve only Services with spec.loadBalancerClass "+svcstatus.ClassName)
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active replica through a Lease")
 	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", o.MemberlistSecret, "name of the speakers' gossip key Secret")
+	fs.StringVar(&o.BGPPasswordsSecret, "bgp-passwords-secret", o.BGPPasswordsSecret, "name of the Secret the BGP peers' passwords are copied into for the speakers, a key per BGPPeer (\"\": none)")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Prometheus metrics listen address (0 disables)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "/healthz and /readyz listen address (0 disables)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Services synced in parallel (allocation itself is serialized)")

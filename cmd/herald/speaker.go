@@ -47,6 +47,7 @@ func parseSpeakerFlags(args []string, getenv func(string) string, stderr io.Writ
 	fs.IntVar(&o.MemberlistPort, "memberlist-port", o.MemberlistPort, "memberlist UDP and TCP port, the same on every node")
 	bind := fs.String("memberlist-bind-address", getenv("POD_IP"), "memberlist listen address (default: env POD_IP, else the Node's first InternalIP)")
 	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", o.MemberlistSecret, "Secret (in --namespace) holding the gossip key under \""+speaker.SecretKey+"\"")
+	fs.StringVar(&o.BGPPasswordsSecret, "bgp-passwords-secret", o.BGPPasswordsSecret, "Secret (in --namespace) the controller copies the BGP peers' passwords into, a key per BGPPeer (herald controller --bgp-passwords-secret)")
 	fs.BoolVar(&o.MemberlistInsecure, "memberlist-insecure", false, "allow UNENCRYPTED gossip when the key Secret is missing (anyone on the network can then join and skew elections)")
 	tun := fs.String("memberlist-tunables", "", "override memberlist timings, e.g. ProbeInterval=200ms,SuspicionMult=2 (see speaker/members)")
 	fs.DurationVar(&o.RejoinInterval, "memberlist-rejoin-interval", 0, "how often known peers not alive are joined again (0: 3s)")

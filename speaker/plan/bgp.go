@@ -14,7 +14,7 @@ import (
 
 // PasswordKey is the key of a BGPPeer's passwordSecret that holds the TCP
 // MD5 password.
-const PasswordKey = "password"
+const PasswordKey = config.BGPPasswordKey
 
 // SecretRef names a key of a Secret in the install namespace. The zero
 // value means "no Secret".

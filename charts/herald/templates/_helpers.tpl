@@ -53,3 +53,6 @@ rendered and the controller's rights go to the ccm's ServiceAccount. */}}
 {{- define "herald.controllerSubjectSA" -}}
 {{- if include "herald.ccmCarriesController" . -}}{{ include "herald.ccmSA" . }}{{- else -}}{{ include "herald.controllerSA" . }}{{- end -}}
 {{- end -}}
+
+{{/* The Secret the controller copies the BGP peers' passwords into for the speakers. */}}
+{{- define "herald.bgpPasswordsSecret" -}}{{ printf "%s-bgp-passwords" (include "herald.fullname" .) }}{{- end -}}
