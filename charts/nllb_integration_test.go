@@ -141,10 +141,10 @@ func TestChartNLLBWiring(t *testing.T) {
 		t.Skip("no helm")
 	}
 	for set, msg := range map[string]string{
-		"nllb.enabled=true,nllb.staticPod=true":         "choose one",
-		"nllb.enabled=true,nllb.upstreamsFrom=api":      "want speaker, watch or none",
-		"nllb.staticPod=true,speaker.enabled=false":     "needs speaker.enabled",
-		"nllb.enabled=true,nllb.patchedKubeconfig=/etc": "must lie in nllb.stateDir",
+		"nllb.enabled=true,nllb.staticPod=true":          "choose one",
+		"nllb.enabled=true,nllb.upstreamsFrom=api":       "want speaker, watch or none",
+		"nllb.staticPod=true,speaker.enabled=false":      "needs speaker.enabled",
+		"nllb.enabled=true,nllb.patchedKubeconfig=/etc":  "must lie in nllb.stateDir",
 		"nllb.enabled=true,nllb.feedDir=/var/lib/herald": "must not lie in nllb.feedDir",
 	} {
 		cmd := exec.Command(helm, "template", "herald", chartDir, "--set", set)

@@ -31,8 +31,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/configobjs"
 	"github.com/herald-lb/herald/ipam"
 	"github.com/herald-lb/herald/webhook"
