@@ -86,7 +86,9 @@ func TestCleanupHookRendered(t *testing.T) {
 		weight[objName(o)] = w
 	}
 	slices.Sort(kinds)
-	if want := []string{"ClusterRole", "ClusterRoleBinding", "Job", "Role", "Role", "RoleBinding", "RoleBinding", "ServiceAccount"}; !slices.Equal(kinds, want) {
+	// No Role in the ServiceLB namespace: by default the chart creates it (<release namespace>-svclb), and the
+	// DaemonSets go with it.
+	if want := []string{"ClusterRole", "ClusterRoleBinding", "Job", "Role", "RoleBinding", "ServiceAccount"}; !slices.Equal(kinds, want) {
 		t.Fatalf("hook objects %v, want %v", kinds, want)
 	}
 	for _, o := range hooks {
@@ -112,13 +114,27 @@ func TestCleanupHookRendered(t *testing.T) {
 	}
 	ctr := j.Spec.Template.Spec.Containers[0]
 	for _, want := range []string{"cleanup", "--release=herald", "--memberlist-secret=herald-memberlist", "--webhook-cert-secret=herald-webhook-cert",
-		"--leader-election-id=herald-controller", "--svclb-namespace=herald-system", "--wait-timeout=120s"} {
+		"--leader-election-id=herald-controller", "--skip-svclb", "--wait-timeout=120s"} {
 		if !slices.Contains(ctr.Args, want) {
 			t.Errorf("Job args %q lack %q", ctr.Args, want)
 		}
 	}
-	if slices.Contains(ctr.Args, "--only-class") || slices.Contains(ctr.Args, "--skip-svclb") {
-		t.Errorf("Job args %q: --only-class or --skip-svclb with the default values", ctr.Args)
+	if slices.Contains(ctr.Args, "--only-class") {
+		t.Errorf("Job args %q: --only-class with the default values", ctr.Args)
+	}
+	// A ServiceLB namespace the chart does not create: the hook deletes the DaemonSets there, with a Role for it.
+	objs = render(t, "herald-system", "--set", "serviceLB.namespace=herald-system", "--set", "serviceLB.createNamespace=false")
+	if args := hookJob(t, objs).Spec.Template.Spec.Containers[0].Args; slices.Contains(args, "--skip-svclb") || !slices.Contains(args, "--svclb-namespace=herald-system") {
+		t.Errorf("serviceLB.namespace=herald-system: Job args %q, want --svclb-namespace=herald-system without --skip-svclb", args)
+	}
+	roles := 0
+	for _, o := range hookObjects(objs) {
+		if o.GetKind() == "Role" {
+			roles++
+		}
+	}
+	if roles != 2 {
+		t.Errorf("serviceLB.namespace=herald-system: %d hook Roles, want 2 (the release namespace's and the ServiceLB namespace's)", roles)
 	}
 	ps, cs := j.Spec.Template.Spec.SecurityContext, ctr.SecurityContext
 	if ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot || cs == nil || cs.ReadOnlyRootFilesystem == nil || !*cs.ReadOnlyRootFilesystem ||

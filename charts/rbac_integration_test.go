@@ -90,7 +90,9 @@ func installRBAC(t *testing.T, ns, svclbNS string, values ...string) {
 		return
 	}
 	// The release name makes the cluster-scoped names unique per install.
-	objs := render(t, ns, append([]string{"--set", "serviceLB.namespace=" + svclbNS, "--set", "fullnameOverride=" + ns}, values...)...)
+	// The test creates the ServiceLB namespace (the chart would, by default, and give the hook no Role there).
+	objs := render(t, ns, append([]string{"--set", "serviceLB.namespace=" + svclbNS, "--set", "serviceLB.createNamespace=false",
+		"--set", "fullnameOverride=" + ns}, values...)...)
 	a := newApplier(t, srv.Config)
 	ctx := context.Background()
 	for _, n := range []string{ns, svclbNS, appsNS} {

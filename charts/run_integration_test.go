@@ -162,7 +162,7 @@ func TestControllerRunsWithChartRBAC(t *testing.T) {
 		t.Fatal("the webhook does not listen")
 	}
 	var vwc *unstructured.Unstructured
-	for _, obj := range render(t, ns, "--set", "serviceLB.namespace="+svclbNS, "--set", "fullnameOverride="+ns) {
+	for _, obj := range render(t, ns, "--set", "serviceLB.namespace="+svclbNS, "--set", "serviceLB.createNamespace=false", "--set", "fullnameOverride="+ns) {
 		if obj.GetKind() == "ValidatingWebhookConfiguration" {
 			vwc = obj
 		}

@@ -78,7 +78,7 @@ func TestWebhookThroughServiceEndpoints(t *testing.T) {
 	if err := a.ensureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	objs := render(t, ns, "--set", "fullnameOverride="+ns)
+	objs := render(t, ns, "--set", "fullnameOverride="+ns, "--set", "serviceLB.namespace="+ns, "--set", "serviceLB.createNamespace=false")
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "ValidatingWebhookConfiguration":

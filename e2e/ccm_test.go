@@ -156,7 +156,7 @@ func TestCCM(t *testing.T) {
 					return false, err
 				}
 			}
-			err := f.c.Get(ctx, types.NamespacedName{Namespace: "herald-system", Name: daemonset.Name(svclbSvc)}, &appsv1.DaemonSet{})
+			err := f.c.Get(ctx, types.NamespacedName{Namespace: svclbNamespace, Name: daemonset.Name(svclbSvc)}, &appsv1.DaemonSet{})
 			if !apierrors.IsNotFound(err) {
 				return false, err
 			}

@@ -173,6 +173,13 @@ func heraldLeftovers(ctx context.Context, t *testing.T, c client.Client) []strin
 	check("secret", &corev1.SecretList{}, client.InNamespace("herald-system"))
 	check("webhook configuration", &admissionregistrationv1.ValidatingWebhookConfigurationList{},
 		client.MatchingLabels{"app.kubernetes.io/name": "herald"})
+	// The ServiceLB namespace the chart created, with the svclb DaemonSets in it.
+	var svclbNS corev1.Namespace
+	if err := c.Get(ctx, types.NamespacedName{Name: svclbNamespace}, &svclbNS); err == nil {
+		left = append(left, "namespace "+svclbNamespace)
+	} else if client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
 	var lease coordinationv1.Lease
 	if err := c.Get(ctx, types.NamespacedName{Namespace: "herald-system", Name: "herald-controller"}, &lease); err == nil {
 		left = append(left, "lease herald-system/herald-controller")

@@ -26,6 +26,10 @@ import (
 	"github.com/herald-lb/herald/svclb/daemonset"
 )
 
+// svclbNamespace is where the chart puts the svclb DaemonSets by default: a namespace of their own, created with the
+// release (<release namespace>-svclb).
+const svclbNamespace = "herald-system-svclb"
+
 // ServiceLB in the lab: a Service in a node-address pool gets a DaemonSet of `herald svclb` pods on the pool's
 // nodes (hostPort through the CNI's portmap); its status lists exactly the nodes with a ready pod, in the
 // Service's family order; the lan client reaches it on every listed address over TCP and UDP; the set follows a
@@ -108,7 +112,7 @@ func TestServiceLB(t *testing.T) {
 			}
 		})
 		waitFor(t, ctx, "the DaemonSet of "+svc.Name+" deleted", func() (bool, error) {
-			err := f.c.Get(ctx, types.NamespacedName{Namespace: "herald-system", Name: daemonset.Name(svc)}, &appsv1.DaemonSet{})
+			err := f.c.Get(ctx, types.NamespacedName{Namespace: svclbNamespace, Name: daemonset.Name(svc)}, &appsv1.DaemonSet{})
 			return apierrors.IsNotFound(err), nil
 		})
 	})
@@ -211,7 +215,7 @@ func nodePoolService(t *testing.T, ctx context.Context, f *heraldFixture, ns, na
 			return
 		}
 		waitFor(t, cctx, "the DaemonSet of "+svc.Name+" deleted", func() (bool, error) {
-			err := f.c.Get(cctx, types.NamespacedName{Namespace: "herald-system", Name: daemonset.Name(svc)}, &appsv1.DaemonSet{})
+			err := f.c.Get(cctx, types.NamespacedName{Namespace: svclbNamespace, Name: daemonset.Name(svc)}, &appsv1.DaemonSet{})
 			return apierrors.IsNotFound(err), nil
 		})
 	})

@@ -32,8 +32,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "herald.svclbNamespace" -}}
-{{- default .Release.Namespace .Values.serviceLB.namespace -}}
+{{- default (printf "%s-svclb" .Release.Namespace) .Values.serviceLB.namespace -}}
 {{- end -}}
+
+{{/* The chart creates the ServiceLB namespace (createNamespace, and not the release namespace). */}}
+{{- define "herald.svclbNamespaceCreated" -}}
+{{- if and .Values.serviceLB.createNamespace (ne (include "herald.svclbNamespace" .) .Release.Namespace) }}true{{ end -}}
+{{- end -}}
+
+{{/* The svclb forwarders' image. */}}
+{{- define "herald.svclbImage" -}}{{ default (include "herald.image" .) .Values.serviceLB.image }}{{- end -}}
 
 {{- define "herald.controllerSA" -}}{{ include "herald.fullname" . }}-controller{{- end -}}
 {{- define "herald.speakerSA" -}}{{ include "herald.fullname" . }}-speaker{{- end -}}
