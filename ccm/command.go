@@ -68,6 +68,7 @@ func NewCommand(stop <-chan struct{}) (*cobra.Command, error) {
 	fs.BoolVar(&c.LeaderElection, "herald-leader-elect", c.LeaderElection,
 		"Herald's controller takes the herald-controller Lease in --namespace before it writes, the same Lease as a standalone herald controller: the two never write at once")
 	fs.StringVar(&c.MetricsAddr, "herald-metrics-bind-address", c.MetricsAddr, "Herald's controller metrics listen address (0 disables)")
+	fs.BoolVar(&c.MetricsSecure, "herald-metrics-secure", c.MetricsSecure, "serve Herald's controller metrics over HTTPS to scrapers whose token may get /metrics; false: plain HTTP")
 	fs.StringVar(&c.ProbeAddr, "herald-health-probe-bind-address", c.ProbeAddr, "Herald's controller /healthz and /readyz listen address (0 disables)")
 	fs.IntVar(&c.Workers, "herald-workers", c.Workers, "Services Herald's controller syncs in parallel")
 	fs.DurationVar(&c.PoolStatusInterval, "pool-status-interval", c.PoolStatusInterval, "how often pool status counters may be written")

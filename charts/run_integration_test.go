@@ -5,9 +5,15 @@ package charts
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -80,7 +86,8 @@ func TestControllerRunsWithChartRBAC(t *testing.T) {
 	o := controller.DefaultOptions()
 	o.Namespace, o.SvclbNamespace, o.SvclbImage = ns, svclbNS, "herald:test"
 	o.BGPPasswordsSecret = ns + "-bgp-passwords" // the chart's name (fullnameOverride is the namespace)
-	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	ctlMetrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	o.MetricsAddr, o.ProbeAddr = ctlMetrics, "0" // HTTPS with authentication and authorization, the default
 	o.Registerer = prometheus.NewRegistry()
 	logs := &logbuf.Buffer{}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -205,6 +212,7 @@ func TestControllerRunsWithChartRBAC(t *testing.T) {
 			Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.8/29"}}}, client.DryRunAll)
 		return err != nil && strings.Contains(err.Error(), `IPAddressPool overlap: spec.addresses: 198.51.100.8/29 overlaps 198.51.100.0/28 of IPAddressPool "addrs"`), nil
 	})
+	checkMetricsAuth(t, ctx, admin, ns, ctlMetrics)
 }
 
 func clientKey(ns, name string) types.NamespacedName {
@@ -294,7 +302,8 @@ func TestSpeakerRunsWithChartRBAC(t *testing.T) {
 	o.NodeName, o.Namespace = node, ns
 	o.BGPPasswordsSecret = ns + "-bgp-passwords" // the chart's name (fullnameOverride is the namespace)
 	o.MemberlistBindAddr, o.MemberlistPort = netip.MustParseAddr("127.0.0.1"), port
-	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	spkMetrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	o.MetricsAddr, o.ProbeAddr = spkMetrics, "0" // HTTPS with authentication and authorization, the default
 	o.Registerer = prometheus.NewRegistry()
 	o.Announcer = ann
 	// The NLLB feed (nllb.upstreamsFrom speaker): the API servers' slice, written here (the test API server
@@ -356,4 +365,62 @@ func TestSpeakerRunsWithChartRBAC(t *testing.T) {
 	waitFor("192.0.2.65 of a Service created later handed to the announcer", func(context.Context) (bool, error) {
 		return ann.has(netip.MustParseAddr("192.0.2.65")), nil
 	})
+	checkMetricsAuth(t, ctx, admin, ns, spkMetrics)
+}
+
+// checkMetricsAuth scrapes the metrics at addr (HTTPS, the component's self-signed certificate) the way Prometheus
+// would: without a token it is refused (401), with the token of a ServiceAccount bound to the chart's ClusterRole
+// <ns>-metrics-reader it gets the metrics, with the token of one not bound it is refused (403). The component asks
+// the API server (TokenReview, SubjectAccessReview) with the chart's RBAC.
+func checkMetricsAuth(t *testing.T, ctx context.Context, admin clients, ns, addr string) {
+	t.Helper()
+	token := func(sa string, bound bool) string {
+		t.Helper()
+		if _, err := admin.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}},
+			metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if bound {
+			crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + sa},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ns + "-metrics-reader"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}}}
+			if _, err := admin.cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+		tr, err := admin.cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	scrape := func(tok string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("scraping %s: %v", addr, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := scrape(""); code != http.StatusUnauthorized {
+		t.Errorf("an unauthenticated scrape of %s: HTTP %d (%.80s), want 401", addr, code, body)
+	}
+	reader, other := token("scraper", true), token("nobody", false)
+	// The binding takes effect in the API server's authorizer at once; the component caches answers for a minute,
+	// so the unbound token is tried first.
+	if code, body := scrape(other); code != http.StatusForbidden {
+		t.Errorf("a scrape of %s with a token not allowed /metrics: HTTP %d (%.80s), want 403", addr, code, body)
+	}
+	if code, body := scrape(reader); code != http.StatusOK || !strings.Contains(body, "# HELP") {
+		t.Errorf("a scrape of %s as a metrics reader: HTTP %d (%.80s), want 200 and the metrics", addr, code, body)
+	}
 }

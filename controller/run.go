@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -34,6 +33,7 @@ import (
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/configobjs"
+	"github.com/herald-lb/herald/internal/metricsserve"
 	"github.com/herald-lb/herald/ipam"
 	"github.com/herald-lb/herald/webhook"
 )
@@ -68,6 +68,9 @@ type Options struct {
 	SvclbImagePullPolicy corev1.PullPolicy
 	// MetricsAddr and ProbeAddr are listen addresses ("0" disables).
 	MetricsAddr, ProbeAddr string
+	// MetricsSecure serves the metrics over HTTPS to authenticated,
+	// authorized scrapers only (internal/metricsserve); false: plain HTTP.
+	MetricsSecure bool
 	// Workers is how many Services are synced in parallel: allocation is
 	// serialized, the API writes are not.
 	Workers int
@@ -121,6 +124,7 @@ func DefaultOptions() Options {
 		MemberlistSecret:   "herald-memberlist",
 		BGPPasswordsSecret: config.DefaultBGPPasswordsSecret,
 		MetricsAddr:        ":7472",
+		MetricsSecure:      true,
 		ProbeAddr:          ":7473",
 		PoolStatusInterval: time.Second,
 		Workers:            16,
@@ -171,7 +175,7 @@ func ManagerOptions(o Options) ctrl.Options {
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                       metricsserve.Options(o.MetricsAddr, o.MetricsSecure),
 		HealthProbeBindAddress:        o.ProbeAddr,
 		Cache:                         cache.Options{ByObject: map[client.Object]cache.ByObject{}},
 	}

@@ -31,13 +31,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/herald-lb/herald/announce/bfd"
 	"github.com/herald-lb/herald/announce/bgp"
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/configobjs"
+	"github.com/herald-lb/herald/internal/metricsserve"
 	"github.com/herald-lb/herald/speaker/members"
 	"github.com/herald-lb/herald/speaker/plan"
 )
@@ -114,9 +114,12 @@ type Options struct {
 
 	// MetricsAddr and ProbeAddr are listen addresses ("0" disables).
 	MetricsAddr, ProbeAddr string
-	KubeAPIQPS             float32
-	KubeAPIBurst           int
-	Logger                 *slog.Logger
+	// MetricsSecure serves the metrics over HTTPS to authenticated,
+	// authorized scrapers only (internal/metricsserve); false: plain HTTP.
+	MetricsSecure bool
+	KubeAPIQPS    float32
+	KubeAPIBurst  int
+	Logger        *slog.Logger
 	// Registerer takes the metrics (default: controller-runtime's
 	// registry, served on MetricsAddr).
 	Registerer prometheus.Registerer
@@ -131,6 +134,7 @@ func DefaultOptions() Options {
 		BGPPasswordsSecret: config.DefaultBGPPasswordsSecret,
 		Profile:            members.ProfileFast,
 		MetricsAddr:        ":7572",
+		MetricsSecure:      true,
 		ProbeAddr:          ":7573",
 		KubeAPIQPS:         20,
 		KubeAPIBurst:       40,
@@ -253,7 +257,7 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 Scheme(),
 		Logger:                 logr.FromSlogHandler(log.Handler()),
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                metricsserve.Options(o.MetricsAddr, o.MetricsSecure),
 		HealthProbeBindAddress: o.ProbeAddr,
 		Cache:                  cache.Options{ByObject: byObject},
 	})

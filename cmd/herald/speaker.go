@@ -53,6 +53,7 @@ func parseSpeakerFlags(args []string, getenv func(string) string, stderr io.Writ
 	fs.DurationVar(&o.RejoinInterval, "memberlist-rejoin-interval", 0, "how often known peers not alive are joined again (0: 3s)")
 	exclude := fs.String("l2-exclude-interfaces", "", "comma-separated interface name patterns (path.Match) never answered on by default")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Prometheus metrics listen address (0 disables; the speaker uses the host network)")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve the metrics over HTTPS to scrapers whose token may get /metrics (TokenReview, SubjectAccessReview); false: plain HTTP")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "/healthz and /readyz listen address (0 disables)")
 	fs.StringVar(&o.NLLBStateFile, "nllb-state-file", "", "write the API servers of the default/kubernetes EndpointSlices into this node's NLLB upstream file (herald nllb --state-file, which follows it); empty: off")
 	fs.StringVar(&o.NLLBFamily, "nllb-ip-family", speaker.NLLBFamilyAuto, "family of the API server addresses written: auto (the node address's: --memberlist-bind-address, else the Node's InternalIP), ipv4 or ipv6")

@@ -210,8 +210,8 @@ func GoBGPConfig(s Setup) (string, error) {
 
 // HeraldValues are the Helm values kind.sh installs charts/herald with: the image the nodes already hold
 // (never pulled), for every role including the svclb pods, the speakers' memberlist profile, and one controller
-// replica (the suites' controller test kills it and waits for its successor). Everything else is the chart's
-// default, as a user gets it.
+// replica (the suites' controller test kills it and waits for its successor), and metrics over plain HTTP (the
+// suites read them without a token). Everything else is the chart's default, as a user gets it.
 func HeraldValues(s Setup) (string, error) {
 	i := strings.LastIndex(s.HeraldImage, ":")
 	if i <= strings.LastIndex(s.HeraldImage, "/") || i == 0 || i == len(s.HeraldImage)-1 {
@@ -240,6 +240,8 @@ func HeraldValues(s Setup) (string, error) {
 		return "", fmt.Errorf("herald values: memberlist profile %q: want fast or default", s.MemberlistProfile)
 	}
 	w("metrics:")
+	w("  # The suites read the metrics from the client container and the API server's pod proxy, without a token.")
+	w("  secure: false")
 	w("  serviceMonitor:")
 	w("    enabled: false")
 	return b.String(), nil

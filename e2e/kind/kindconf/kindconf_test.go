@@ -157,7 +157,7 @@ func TestHeraldValues(t *testing.T) {
 	}{
 		{name: "image and profile", image: "localhost/herald:dev", profile: "fast",
 			want: []string{"repository: localhost/herald", "tag: dev", "pullPolicy: Never", "imagePullPolicy: Never",
-				"profile: fast", "replicas: 1"}},
+				"profile: fast", "replicas: 1", "secure: false"}},
 		{name: "registry with a port", image: "localhost:5000/herald:v1",
 			want: []string{"repository: localhost:5000/herald", "tag: v1"}, notWant: []string{"memberlist:"}},
 		{name: "no tag", image: "localhost:5000/herald", err: "want REPOSITORY:TAG"},
