@@ -281,6 +281,13 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	if err := mgr.Add(a.keySecret); err != nil {
 		return nil, err
 	}
+	// A changed key re-plans, and the plan hands it to memberlist (followKey).
+	if _, err := a.keySecret.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.trigger() },
+		UpdateFunc: func(any, any) { a.trigger() },
+	}); err != nil {
+		return nil, err
+	}
 
 	bind := o.MemberlistBindAddr
 	if !bind.IsValid() {
@@ -587,7 +594,7 @@ func (a *Agent) sync(ctx context.Context) error {
 		return err
 	}
 	a.ml.SetPeers(PeerAddrs(snap.Nodes, a.ml.Addr().Addr(), int(a.ml.Addr().Port())))
-	a.checkKey()
+	a.followKey()
 	in := BuildInputs(snap)
 	res := plan.Compute(in)
 	want := res.For(a.o.NodeName)
@@ -634,22 +641,30 @@ func (a *Agent) sync(ctx context.Context) error {
 	return a.syncStatus(ctx, snap.Services, res.L2, a.ann.DefaultInterfaces())
 }
 
-// checkKey warns once when the key Secret no longer holds the key this
-// speaker gossips with: memberlist keeps the key it started with, so a
-// rotated key takes effect when the speakers are restarted (all of them:
-// speakers with different keys cannot see each other).
-func (a *Agent) checkKey() {
+// followKey hands memberlist the gossip key the Secret holds now when it
+// changed since the last plan: members.SetKey installs it beside the old one
+// and the group moves to it with no moment in which two speakers cannot
+// read each other (speaker/members/rotate.go). A deleted or emptied Secret
+// changes nothing: the speakers keep the keys they have.
+func (a *Agent) followKey() {
 	if !a.keySecret.inf.HasSynced() {
 		return
 	}
-	data, found := a.keySecret.Data()
-	now := data[SecretKey]
-	changed := !bytes.Equal(now, a.key) && (found || a.key != nil)
-	if changed && !a.keyWarned {
-		a.log.Warn("the memberlist key Secret changed since start; this speaker keeps gossiping with its old key until restarted (restart every speaker: speakers with different keys cannot see each other)",
-			"secret", a.o.Namespace+"/"+a.o.MemberlistSecret)
+	data, _ := a.keySecret.Data()
+	k := data[SecretKey]
+	if len(k) == 0 || bytes.Equal(k, a.key) {
+		return
 	}
-	a.keyWarned = changed
+	if err := a.ml.SetKey(k); err != nil {
+		if !a.keyWarned {
+			a.log.Warn("the memberlist key Secret changed and the new key cannot be used; this speaker keeps its key",
+				"secret", a.o.Namespace+"/"+a.o.MemberlistSecret, "err", err)
+		}
+		a.keyWarned = true
+		return
+	}
+	a.log.Info("the memberlist key Secret changed: rotating to the new key", "secret", a.o.Namespace+"/"+a.o.MemberlistSecret)
+	a.key, a.keyWarned = bytes.Clone(k), false
 }
 
 func (a *Agent) logChanges(old, now map[netip.Addr][]string) {

@@ -131,6 +131,17 @@ type Members struct {
 	// (kept by the event delegate, like addrs).
 	ready    atomic.Bool
 	notReady map[string]bool
+	// keys are what the alive members advertise of their keyrings (kept
+	// by the event delegate, like addrs); name is this member's.
+	keys map[string]keyView
+	name string
+
+	// ring is the gossip keyring (nil without encryption); want is the
+	// key last given (Start or SetKey): rotate walks the keyring to it.
+	ring  *memberlist.Keyring
+	keyMu sync.Mutex
+	want  []byte
+	rot   chan struct{}
 
 	joins, joinFailures, rejoins  atomic.Uint64
 	arrivals, departures, updates atomic.Uint64
@@ -192,6 +203,7 @@ func Start(o Options) (*Members, error) {
 		rejoin:   o.RejoinInterval,
 		changes:  make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
+		rot:      make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
 	}
@@ -217,8 +229,17 @@ func Start(o Options) (*Members, error) {
 		conf.AdvertiseAddr = o.AdvertiseAddr.String()
 	}
 	if len(o.Key) > 0 {
-		conf.SecretKey = slices.Clone(o.Key)
+		// A keyring of our own: SetKey rotates keys through it.
+		ring, err := memberlist.NewKeyring(nil, slices.Clone(o.Key))
+		if err != nil {
+			_ = nt.Shutdown()
+			return nil, fmt.Errorf("members: gossip key: %w", err)
+		}
+		conf.Keyring = ring
+		m.ring = ring
+		m.want = slices.Clone(o.Key)
 	}
+	m.name = o.NodeName
 	conf.Logger = mlLog
 	conf.Events = eventDelegate{m}
 	conf.Delegate = metaDelegate{m}
@@ -344,6 +365,9 @@ func (m *Members) loop() {
 			todo := slices.Clone(m.peers)
 			m.mu.Unlock()
 			m.join(m.notAlive(todo), true)
+			m.rotate() // a metadata update may have been missed
+		case <-m.rot:
+			m.rotate()
 		}
 	}
 }
@@ -545,16 +569,20 @@ func (m *Members) notify(counter *atomic.Uint64) {
 func (m *Members) setAddr(name string, a netip.AddrPort, alive bool, meta []byte) {
 	m.addrMu.Lock()
 	defer m.addrMu.Unlock()
+	defer m.kickRotation() // who has which key may have changed
 	if !alive {
 		delete(m.addrs, name)
 		delete(m.notReady, name)
+		delete(m.keys, name)
 		return
 	}
 	if m.addrs == nil {
 		m.addrs = map[string]netip.AddrPort{}
 		m.notReady = map[string]bool{}
+		m.keys = map[string]keyView{}
 	}
 	m.addrs[name] = a
+	m.keys[name] = keysOf(meta)
 	if readyOf(meta) {
 		delete(m.notReady, name)
 	} else {
@@ -562,19 +590,38 @@ func (m *Members) setAddr(name string, a netip.AddrPort, alive bool, meta []byte
 	}
 }
 
-// The metadata a member advertises: a version byte, then flags.
+// The metadata a member advertises: a version byte, flags, then the
+// fingerprints of its primary and its latest gossip key (8 bytes each; a
+// member that predates them sends the first two bytes only).
 const (
 	metaVersion = 1
 	flagReady   = 1 << 0
+	metaLen     = 2 + 2*len(fingerprint{})
 )
 
-// metaOf is the metadata advertising readiness.
-func metaOf(ready bool) []byte {
+// metaOf is the metadata advertising readiness and keys.
+func metaOf(ready bool, primary, latest fingerprint) []byte {
 	var flags byte
 	if ready {
 		flags |= flagReady
 	}
-	return []byte{metaVersion, flags}
+	b := make([]byte, 0, metaLen)
+	b = append(b, metaVersion, flags)
+	b = append(b, primary[:]...)
+	return append(b, latest[:]...)
+}
+
+// keysOf reads the key fingerprints from a member's metadata; known is
+// false when it has none (an older version, or not ours).
+func keysOf(meta []byte) keyView {
+	if len(meta) < metaLen || meta[0] != metaVersion {
+		return keyView{}
+	}
+	var v keyView
+	copy(v.primary[:], meta[2:10])
+	copy(v.latest[:], meta[10:18])
+	v.known = true
+	return v
 }
 
 // readyOf reads readiness from a member's metadata: none (an older
@@ -590,7 +637,14 @@ func readyOf(meta []byte) bool {
 type metaDelegate struct{ m *Members }
 
 func (d metaDelegate) NodeMeta(limit int) []byte {
-	b := metaOf(d.m.ready.Load())
+	var primary, latest fingerprint
+	if d.m.ring != nil {
+		primary = fingerprintOf(d.m.ring.GetPrimaryKey())
+	}
+	d.m.keyMu.Lock()
+	latest = fingerprintOf(d.m.want)
+	d.m.keyMu.Unlock()
+	b := metaOf(d.m.ready.Load(), primary, latest)
 	if len(b) > limit {
 		return nil
 	}

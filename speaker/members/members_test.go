@@ -603,12 +603,12 @@ func TestReadyOf(t *testing.T) {
 		meta []byte
 		want bool
 	}{
-		{nil, true},                       // an older speaker: no metadata
-		{[]byte{metaVersion}, true},       // too short: not ours
-		{[]byte{9, 0}, true},              // an unknown version
-		{metaOf(true), true},              //
-		{metaOf(false), false},            //
-		{[]byte{metaVersion, 0x2}, false}, // other flags only
+		{nil, true},                 // an older speaker: no metadata
+		{[]byte{metaVersion}, true}, // too short: not ours
+		{[]byte{9, 0}, true},        // an unknown version
+		{metaOf(true, fingerprint{}, fingerprint{}), true},   //
+		{metaOf(false, fingerprint{}, fingerprint{}), false}, //
+		{[]byte{metaVersion, 0x2}, false},                    // other flags only
 	} {
 		if got := readyOf(tc.meta); got != tc.want {
 			t.Errorf("readyOf(%v) = %v, want %v", tc.meta, got, tc.want)
