@@ -214,6 +214,9 @@ func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
 	hostListeners(t, ctx, ns)
 	onlyServicePorts(t, ctx, cl, addrs)
 
+	// A new gossip key rotated in while the stream runs: no speaker loses another, nothing fails over.
+	rotateKeyUnderStream(t, ctx, v4)
+
 	// Three failovers, each measured as the longest gap in a UDP stream from the lan client, runs times.
 	for i := range runs {
 		t.Logf("failover round %d of %d (memberlist profile %s)", i+1, runs, memberlistProfile())

@@ -64,6 +64,9 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, s
 			Name: "herald_memberlist_rejoins_total",
 			Help: "Joins of known speakers missing from this speaker's view (the periodic re-join that heals partitions).",
 		}, func() float64 { return float64(ml.Stats().Rejoins) }),
+		&keysCollector{ml: ml, desc: prometheus.NewDesc("herald_memberlist_gossip_keys",
+			"Gossip keys in this speaker's keyring (2 or more while a new key is rotated in), labelled with the fingerprint (first 8 bytes of SHA-256) of the one it encrypts with.",
+			[]string{"primary"}, nil)},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "herald_memberlist_health_score",
 			Help: "memberlist's awareness health score: 0 is healthy; higher means this speaker itself misses probes (overloaded or losing packets).",
@@ -149,4 +152,21 @@ func (c *bgpCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+}
+
+// keysCollector reports the gossip keyring: how many keys, and which one
+// encrypts (none without encryption).
+type keysCollector struct {
+	ml   interface{ Keys() []string }
+	desc *prometheus.Desc
+}
+
+func (c *keysCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *keysCollector) Collect(ch chan<- prometheus.Metric) {
+	keys := c.ml.Keys()
+	if len(keys) == 0 {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(len(keys)), keys[0])
 }
