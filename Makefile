@@ -27,7 +27,7 @@ SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-webhook bench-config bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e e2e-nllb e2e-ccm kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-webhook bench-config bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e e2e-nftables e2e-nllb e2e-ccm kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -184,6 +184,15 @@ demo:
 e2e:
 	./e2e/lab/install.sh apt k8s etcd helm
 	$(GO) test -tags e2e -count=1 -timeout 30m ./e2e/...
+
+## e2e-nftables: the suites that check what an announced address reaches (L2 with one failover round, BGP, the
+## dual-stack data path) in a lab whose kube-proxy runs in nftables mode (LAB_KUBE_PROXY_MODE=nftables). A running
+## lab is taken down first.
+e2e-nftables:
+	./e2e/lab/install.sh apt k8s etcd helm
+	./e2e/lab/lab down >/dev/null
+	LAB_KUBE_PROXY_MODE=nftables HERALD_E2E_FAILOVER_RUNS=1 $(GO) test -tags e2e -count=1 -timeout 20m \
+		-run '^(TestL2SpeakerAnswersAndFailsOver|TestBGPSpeakerAdvertises|TestDualStackThroughKubeProxy)$$' -v ./e2e/
 
 ## e2e-nllb: the NLLB suite (TestNLLB) in a lab of its own: three kube-apiservers on one etcd, every node's kubelet
 ## and kube-proxy through `herald nllb` (LAB_APISERVERS=3 LAB_NLLB=1). A running lab is taken down first.

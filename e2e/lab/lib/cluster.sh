@@ -163,7 +163,7 @@ kube_proxy_config() {
 	cat <<EOT
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
-mode: iptables
+mode: $LAB_KUBE_PROXY_MODE
 hostnameOverride: $(node_name "$i")
 bindAddress: $(node_ip4 "$i")
 clusterCIDR: $(cluster_cidrs)

@@ -185,6 +185,8 @@ CLUSTER_CIDR=10.244.0.0/16
 # IPv4 counterparts: services fd48:4c96::/112 (10.96.0.0/16), pods fd48:4cf4::/56 (10.244.0.0/16), node I's
 # pods fd48:4cf4:0:I::/64 (10.244.I.0/24).
 LAB_IPV6=${LAB_IPV6:-1}
+# kube-proxy's mode on every node: iptables (the default) or nftables (make e2e-nftables).
+LAB_KUBE_PROXY_MODE=${LAB_KUBE_PROXY_MODE:-iptables}
 SERVICE_CIDR6=fd48:4c96::/112
 CLUSTER_CIDR6=fd48:4cf4::/56
 APISERVER_PORT=6443

@@ -16,6 +16,7 @@ preflight() {
 	have_all "$K8S_BIN" "${K8S_BINARIES[@]}" etcd || "$LAB_DIR/install.sh" k8s etcd
 	if [ "$LAB_NODES" -lt 1 ] || [ "$LAB_NODES" -gt 50 ]; then die "LAB_NODES must be 1..50"; fi
 	case $LAB_IPV6 in 0 | 1) ;; *) die "LAB_IPV6 must be 1 (dual-stack, the default) or 0 (IPv4 only)" ;; esac
+	case $LAB_KUBE_PROXY_MODE in iptables | nftables) ;; *) die "LAB_KUBE_PROXY_MODE=$LAB_KUBE_PROXY_MODE: want iptables or nftables" ;; esac
 	check_apiservers
 	check_nllb
 	if ! [[ $LAB_EXTERNAL_CLOUD_NODES =~ ^([0-9]+(,[0-9]+)*)?$ ]]; then
