@@ -141,7 +141,17 @@ func TestChartPodSecurityLevels(t *testing.T) {
 	}
 
 	// The forwarder the controller builds for a node-address pool.
-	svc := &corev1.Service{
+	ds, problems := daemonset.Build(forwardedService(), daemonset.Options{Image: "herald:test", Namespace: "herald-lb"})
+	if len(problems) > 0 || ds == nil {
+		t.Fatalf("building the svclb DaemonSet: %v", problems)
+	}
+	checkPodLevel(t, "svclb DaemonSet", "svclb", ds.Spec.Template.ObjectMeta, ds.Spec.Template.Spec)
+}
+
+// forwardedService is a LoadBalancer Service of a node-address pool, as daemonset.Build takes it: one TCP port,
+// IPv4, with a ClusterIP to forward to.
+func forwardedService() *corev1.Service {
+	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: types.UID("0123abcd-4567-89ef-0123-456789abcdef")},
 		Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.43.0.10", ClusterIPs: []string{"10.43.0.10"},
@@ -149,9 +159,4 @@ func TestChartPodSecurityLevels(t *testing.T) {
 			Ports:      []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}},
 		},
 	}
-	ds, problems := daemonset.Build(svc, daemonset.Options{Image: "herald:test", Namespace: "herald-lb"})
-	if len(problems) > 0 || ds == nil {
-		t.Fatalf("building the svclb DaemonSet: %v", problems)
-	}
-	checkPodLevel(t, "svclb DaemonSet", "svclb", ds.Spec.Template.ObjectMeta, ds.Spec.Template.Spec)
 }

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herald-lb/herald/svclb/daemonset"
 )
@@ -46,14 +45,7 @@ func TestSvclbAdmissionPolicy(t *testing.T) {
 	ctl := newClients(t, as(ns, ns+"-controller")).cs.AppsV1().DaemonSets(svclbNS)
 	admin := newClients(t, srv.Config).cs.AppsV1().DaemonSets(svclbNS)
 
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: types.UID("0123abcd-4567-89ef-0123-456789abcdef")},
-		Spec: corev1.ServiceSpec{
-			Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.43.0.10", ClusterIPs: []string{"10.43.0.10"},
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			Ports:      []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}},
-		},
-	}
+	svc := forwardedService()
 	built := func(name string) *appsv1.DaemonSet {
 		ds, problems := daemonset.Build(svc, daemonset.Options{Image: image, Namespace: svclbNS})
 		if len(problems) > 0 {
