@@ -249,7 +249,7 @@ func waitSvclbNodes(t *testing.T, ctx context.Context, f *heraldFixture, svc *co
 	var state string
 	waitFor(t, ctx, fmt.Sprintf("svclb pods of %s ready on %v and status %v", svc.Name, wantNodes, wantIngress), func() (bool, error) {
 		var pods corev1.PodList
-		if err := f.c.List(ctx, &pods, client.InNamespace("herald-system"), client.MatchingLabels(daemonset.Selector(svc))); err != nil {
+		if err := f.c.List(ctx, &pods, client.InNamespace(svclbNamespace), client.MatchingLabels(daemonset.Selector(svc))); err != nil {
 			return false, err
 		}
 		var ready []string
