@@ -289,14 +289,21 @@ func (m *Manager) receive(l *listener) {
 			m.log.Debug("packet for no session dropped", "local", l.rx.local, "from", src, "your_discriminator", p.YourDiscriminator)
 			continue
 		}
-		select {
-		case s.rx <- p:
-		default:
-			m.droppedBusy.Add(1)
-			if ok, n := m.busyWarn.Allow(time.Now()); ok {
-				m.log.Warn("session is not keeping up; packet dropped", "peer", s.peer, "suppressed", n,
-					"dropped_total", m.droppedBusy.Load())
-			}
+		m.deliver(s, p, time.Now())
+	}
+}
+
+// deliver hands a packet to its session, or drops it when the session has
+// not taken the previous ones yet: counted, and warned about at most once
+// per warnEvery (a flood must not become a log flood).
+func (m *Manager) deliver(s *msession, p Packet, now time.Time) {
+	select {
+	case s.rx <- p:
+	default:
+		m.droppedBusy.Add(1)
+		if ok, n := m.busyWarn.Allow(now); ok {
+			m.log.Warn("session is not keeping up; packet dropped", "peer", s.peer, "suppressed", n,
+				"dropped_total", m.droppedBusy.Load())
 		}
 	}
 }
