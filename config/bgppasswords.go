@@ -8,9 +8,7 @@ const (
 	// DefaultBGPPasswordsSecret is the copy's name when no flag sets it.
 	DefaultBGPPasswordsSecret = "herald-bgp-passwords"
 	// BGPPasswordKey is the key of a BGPPeer's passwordSecret that holds
-	// the password.
+	// the password: the password key of a kubernetes.io/basic-auth Secret
+	// (corev1.BasicAuthPasswordKey), the type the Secret must have.
 	BGPPasswordKey = "password"
-	// BGPPasswordSecretType is the type a BGPPeer's passwordSecret must
-	// have (kubernetes.io/basic-auth, as MetalLB documents it).
-	BGPPasswordSecretType = "kubernetes.io/basic-auth"
 )

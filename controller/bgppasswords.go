@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -46,8 +47,8 @@ func passwordData(peers []peerSecret, get func(name string) (*corev1.Secret, err
 			problems[p.peer] = fmt.Sprintf("Secret %s does not exist", p.secret)
 		case err != nil:
 			problems[p.peer] = fmt.Sprintf("Secret %s: %v", p.secret, err)
-		case string(s.Type) != config.BGPPasswordSecretType:
-			problems[p.peer] = fmt.Sprintf("Secret %s is of type %q, want %s", p.secret, s.Type, config.BGPPasswordSecretType)
+		case s.Type != corev1.SecretTypeBasicAuth:
+			problems[p.peer] = fmt.Sprintf("Secret %s is of type %q, want %s", p.secret, s.Type, corev1.SecretTypeBasicAuth)
 		case len(s.Data[config.BGPPasswordKey]) == 0:
 			problems[p.peer] = fmt.Sprintf("Secret %s has no %q", p.secret, config.BGPPasswordKey)
 		default:
@@ -55,6 +56,25 @@ func passwordData(peers []peerSecret, get func(name string) (*corev1.Secret, err
 		}
 	}
 	return data, problems
+}
+
+// passwordSecretsOnly is the controller's cache transform of Secrets: it
+// keeps the data of the Secrets a BGPPeer's password can come from (type
+// kubernetes.io/basic-auth) and of the copy (name), and drops every other
+// Secret's data and every managedFields, so the cache of the install
+// namespace holds no Helm release, no webhook key, nothing it does not use.
+func passwordSecretsOnly(name string) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		s, ok := obj.(*corev1.Secret)
+		if !ok {
+			return obj, nil
+		}
+		s.ManagedFields = nil
+		if s.Type != corev1.SecretTypeBasicAuth && s.Name != name {
+			s.Data, s.StringData = nil, nil
+		}
+		return s, nil
+	}
 }
 
 // bgpPasswords keeps the speakers' password copy (one Secret in the

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -53,5 +54,34 @@ func TestPasswordData(t *testing.T) {
 				t.Errorf("problems %q, want %q", problems, tc.problems)
 			}
 		})
+	}
+}
+
+// TestPasswordSecretsOnly: the controller's cache keeps the data of the Secrets a password can come from and of the
+// copy, and of no other (a Helm release, the webhook's keys).
+func TestPasswordSecretsOnly(t *testing.T) {
+	tr := passwordSecretsOnly("herald-bgp-passwords")
+	secret := func(name string, typ corev1.SecretType) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+			Type: typ, Data: map[string][]byte{"k": []byte("v")}}
+	}
+	for _, tc := range []struct {
+		s    *corev1.Secret
+		keep bool
+	}{
+		{secret("router-pw", corev1.SecretTypeBasicAuth), true},
+		{secret("herald-bgp-passwords", corev1.SecretTypeOpaque), true},
+		{secret("sh.helm.release.v1.herald.v1", "helm.sh/release.v1"), false},
+		{secret("herald-webhook-cert", corev1.SecretTypeTLS), false},
+		{secret("herald-memberlist", corev1.SecretTypeOpaque), false},
+	} {
+		out, err := tr(tc.s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := out.(*corev1.Secret)
+		if (s.Data != nil) != tc.keep || s.ManagedFields != nil {
+			t.Errorf("%s (%s): data kept %v, managedFields %v; want data kept %v, no managedFields", s.Name, s.Type, s.Data != nil, s.ManagedFields, tc.keep)
+		}
 	}
 }

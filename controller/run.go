@@ -189,9 +189,12 @@ func ManagerOptions(o Options) ctrl.Options {
 	mo.Cache.ByObject[&appsv1.DaemonSet{}] = svclbCache
 	mo.Cache.ByObject[&corev1.Pod{}] = svclbCache
 	// The install namespace's Secrets, for the BGP peers' passwordSecrets
-	// (bgpPasswords); the memberlist key and the webhook's certificate are
-	// read from the API server.
-	mo.Cache.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{o.Namespace: {}}}
+	// (bgpPasswords), holding the data of those that can be one and of the
+	// copy only (not the Helm releases', not the webhook's keys); the
+	// memberlist key and the webhook's certificate are read from the API
+	// server.
+	mo.Cache.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{o.Namespace: {}},
+		Transform: passwordSecretsOnly(o.BGPPasswordsSecret)}
 	if o.Logger != nil {
 		mo.Logger = logr.FromSlogHandler(o.Logger.Handler())
 	}
