@@ -484,11 +484,7 @@ func (m *Members) SetReady(ready bool) {
 		return
 	}
 	m.log.Info("readiness advertised", "ready", ready)
-	go func() {
-		if err := m.ml.UpdateNode(time.Second); err != nil {
-			m.log.Warn("advertising readiness", "ready", ready, "err", err)
-		}
-	}()
+	m.advertise("readiness")
 	m.notify(&m.updates)
 }
 

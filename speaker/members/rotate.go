@@ -158,7 +158,7 @@ func (m *Members) rotate() {
 }
 
 // advertise gossips this member's metadata (readiness, keys) in the
-// background.
+// background, waiting up to a second for one member to take it.
 func (m *Members) advertise(what string) {
 	go func() {
 		if err := m.ml.UpdateNode(time.Second); err != nil {

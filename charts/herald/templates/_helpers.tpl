@@ -64,3 +64,16 @@ rendered and the controller's rights go to the ccm's ServiceAccount. */}}
 
 {{/* The Secret the controller copies the BGP peers' passwords into for the speakers. */}}
 {{- define "herald.bgpPasswordsSecret" -}}{{ printf "%s-bgp-passwords" (include "herald.fullname" .) }}{{- end -}}
+
+{{/* The rules a component serving its metrics over HTTPS needs (metrics.secure): who is this token (TokenReview),
+may it get /metrics (SubjectAccessReview). */}}
+{{- define "herald.metricsAuthRules" -}}
+{{- if .Values.metrics.secure }}
+- apiGroups: [authentication.k8s.io]
+  resources: [tokenreviews]
+  verbs: [create]
+- apiGroups: [authorization.k8s.io]
+  resources: [subjectaccessreviews]
+  verbs: [create]
+{{- end }}
+{{- end -}}
