@@ -53,7 +53,7 @@ kube-bin:
 
 ## integration: controller, speaker, svclb DaemonSet, cleanup, Helm chart and herald ccm tests against a real kube-apiserver + etcd (with -race)
 integration: kube-bin
-	$(GO) test -race -tags integration -count=1 -timeout 20m ./config/crdtest/ ./controller/ ./speaker/ ./svclb/daemonset/ ./nllb/node/ ./cleanup/ ./charts/ ./ccm/
+	$(GO) test -race -tags integration -count=1 -timeout 20m ./config/crdtest/ ./controller/ ./speaker/ ./controller/svclb/ ./nllb/node/ ./controller/cleanup/ ./charts/ ./controller/ccm/
 
 HELM ?= $(HERALD_CACHE)/helm-v3.22.0/bin/helm
 
@@ -86,7 +86,7 @@ chart-test: chart-lint
 ## see and the webhook's answer times (lines WEBHOOK); then the webhook alone (BenchmarkAdmissionBurst)
 bench-webhook: kube-bin
 	$(GO) test -tags integration -count=1 -timeout 10m -run '^TestWebhookBurst$$' -v ./controller/ | grep -E 'WEBHOOK|^(ok|FAIL|---)'
-	$(GO) test -run '^$$' -bench '^BenchmarkAdmissionBurst$$' -benchtime 20x ./webhook/ | grep -E '^Benchmark|^(ok|FAIL)'
+	$(GO) test -run '^$$' -bench '^BenchmarkAdmissionBurst$$' -benchtime 20x ./controller/webhook/ | grep -E '^Benchmark|^(ok|FAIL)'
 
 ## bench-config: config.ParseKeepingLastValid of the largest objects the CRDs admit (one of each kind, then 10 and
 ## 100 such pools)
@@ -287,7 +287,7 @@ bench:
 ## found into them.
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./config:FuzzParse ./config/crdtest:FuzzSchemaObjects ./ipam:FuzzParseRequest ./ipam:FuzzAllocator \
-  ./svclb:FuzzParseEnv ./svclb/daemonset:FuzzTolerations ./nllb:FuzzParseUpstreams ./nllb/discovery:FuzzUpstreams \
+  ./svclb:FuzzParseEnv ./controller/svclb:FuzzTolerations ./nllb:FuzzParseUpstreams ./nllb/discovery:FuzzUpstreams \
   ./nllb/kubeconfig:FuzzPatch ./webhook:FuzzReview ./speaker/plan:FuzzCompute ./announce/arp:FuzzARPParse \
   ./announce/ndp:FuzzNDPParse ./announce/bfd:FuzzParse ./announce/bfd:FuzzSession
 fuzz:

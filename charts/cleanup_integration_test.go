@@ -22,9 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/cleanup"
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/svcstatus"
+	"github.com/herald-lb/herald/controller/cleanup"
 )
 
 // The cleanup hook's RBAC is checked in its own namespaces, so that its deletions do not touch the other tests'

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/internal/kubeapi"
 )
 
 // HelmVersion is the helm the lab builds (e2e/lab/lib/common.sh HELM_VERSION).

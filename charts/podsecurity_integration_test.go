@@ -15,7 +15,7 @@ import (
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 
-	"github.com/herald-lb/herald/svclb/daemonset"
+	"github.com/herald-lb/herald/controller/svclb"
 )
 
 // podLevels is the Pod Security level each of Herald's pods needs (docs/security.md), and what it may need beyond
@@ -141,14 +141,14 @@ func TestChartPodSecurityLevels(t *testing.T) {
 	}
 
 	// The forwarder the controller builds for a node-address pool.
-	ds, problems := daemonset.Build(forwardedService(), daemonset.Options{Image: "herald:test", Namespace: "herald-lb"})
+	ds, problems := svclb.Build(forwardedService(), svclb.Options{Image: "herald:test", Namespace: "herald-lb"})
 	if len(problems) > 0 || ds == nil {
 		t.Fatalf("building the svclb DaemonSet: %v", problems)
 	}
 	checkPodLevel(t, "svclb DaemonSet", "svclb", ds.Spec.Template.ObjectMeta, ds.Spec.Template.Spec)
 }
 
-// forwardedService is a LoadBalancer Service of a node-address pool, as daemonset.Build takes it: one TCP port,
+// forwardedService is a LoadBalancer Service of a node-address pool, as svclb.Build takes it: one TCP port,
 // IPv4, with a ClusterIP to forward to.
 func forwardedService() *corev1.Service {
 	return &corev1.Service{

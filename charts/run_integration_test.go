@@ -32,10 +32,10 @@ import (
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
+	"github.com/herald-lb/herald/controller/webhook"
 	"github.com/herald-lb/herald/internal/logbuf"
 	"github.com/herald-lb/herald/nllb"
 	"github.com/herald-lb/herald/speaker"
-	"github.com/herald-lb/herald/webhook"
 )
 
 // TestControllerRunsWithChartRBAC runs the real controller (controller.Run, leader election on) as the chart's

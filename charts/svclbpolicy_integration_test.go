@@ -14,11 +14,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/herald-lb/herald/svclb/daemonset"
+	"github.com/herald-lb/herald/controller/svclb"
 )
 
 // TestSvclbAdmissionPolicy: with the chart's RBAC and its ValidatingAdmissionPolicy installed, the controller's
-// ServiceAccount (impersonated) may create the svclb DaemonSet daemonset.Build makes, and nothing that would run
+// ServiceAccount (impersonated) may create the svclb DaemonSet svclb.Build makes, and nothing that would run
 // as another component: another ServiceAccount (the speaker's) or a mounted token, the host network, a host path,
 // privilege, a capability beyond NET_ADMIN, another image, an init container, or a DaemonSet without Herald's
 // labels. Without the policy (the chart before it), every one of them was created.
@@ -47,7 +47,7 @@ func TestSvclbAdmissionPolicy(t *testing.T) {
 
 	svc := forwardedService()
 	built := func(name string) *appsv1.DaemonSet {
-		ds, problems := daemonset.Build(svc, daemonset.Options{Image: image, Namespace: svclbNS})
+		ds, problems := svclb.Build(svc, svclb.Options{Image: image, Namespace: svclbNS})
 		if len(problems) > 0 {
 			t.Fatal(problems)
 		}
@@ -82,7 +82,7 @@ func TestSvclbAdmissionPolicy(t *testing.T) {
 	}
 
 	if err := create(built("svclb-web")); err != nil {
-		t.Fatalf("the DaemonSet daemonset.Build makes is refused: %v", err)
+		t.Fatalf("the DaemonSet svclb.Build makes is refused: %v", err)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -118,7 +118,7 @@ func TestSvclbAdmissionPolicy(t *testing.T) {
 		{"an init container", func(ds *appsv1.DaemonSet) {
 			ds.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "x", Image: image}}
 		}, "init"},
-		{"without Herald's labels", func(ds *appsv1.DaemonSet) { delete(ds.Labels, daemonset.LabelManagedBy) }, "managed-by=herald"},
+		{"without Herald's labels", func(ds *appsv1.DaemonSet) { delete(ds.Labels, svclb.LabelManagedBy) }, "managed-by=herald"},
 	} {
 		ds := built("svclb-bad")
 		tc.mutate(ds)

@@ -29,9 +29,9 @@ import (
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
-	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/controller/webhook"
+	"github.com/herald-lb/herald/internal/kubeapi"
 	"github.com/herald-lb/herald/internal/logbuf"
-	"github.com/herald-lb/herald/webhook"
 )
 
 // hostAddress is an IPv4 address of this machine that an Endpoints object may hold (not loopback, not

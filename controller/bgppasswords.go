@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/herald-lb/herald/config"
-	"github.com/herald-lb/herald/configobjs"
+	"github.com/herald-lb/herald/config/configobjs"
 )
 
 // EventPasswordSecretInvalid is the Warning on a BGPPeer whose

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/svcstatus"
+	"github.com/herald-lb/herald/config/svcstatus"
 )
 
 // The reconciler as the backend of the cloud provider's LoadBalancer (`herald

@@ -41,9 +41,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/herald-lb/herald/config"
-	"github.com/herald-lb/herald/configobjs"
+	"github.com/herald-lb/herald/config/configobjs"
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/ipam"
-	"github.com/herald-lb/herald/svcstatus"
 )
 
 // Event reasons on Services (Warning reasons are ipam.Reason values).

@@ -32,7 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/internal/kubeapi"
 )
 
 // The integration tests run against a real etcd + kube-apiserver started once

@@ -31,11 +31,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/configobjs"
+	"github.com/herald-lb/herald/controller/webhook"
 	"github.com/herald-lb/herald/internal/metricsserve"
 	"github.com/herald-lb/herald/ipam"
-	"github.com/herald-lb/herald/webhook"
 )
 
 // Options configure the controller.

@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/ipam"
-	"github.com/herald-lb/herald/svcstatus"
 )
 
 // serviceView is the allocator's view of a Service. nsLabels are the labels of

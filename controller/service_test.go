@@ -9,9 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/ipam"
-	"github.com/herald-lb/herald/svcstatus"
 )
 
 func lbService(mut ...func(*corev1.Service)) *corev1.Service {

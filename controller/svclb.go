@@ -18,14 +18,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/herald-lb/herald/svclb/daemonset"
-	"github.com/herald-lb/herald/svcstatus"
+	"github.com/herald-lb/herald/config/svcstatus"
+	"github.com/herald-lb/herald/controller/svclb"
 )
 
 // ServiceLB: one DaemonSet per Service placed in a node-address pool, in the
 // ServiceLB namespace. The DaemonSets carry no owner reference (an owner
 // cannot live in another namespace); they are found by their labels
-// (daemonset.Labels), cached only in the ServiceLB namespace with Herald's
+// (svclb.Labels), cached only in the ServiceLB namespace with Herald's
 // labels, and deleted by the controller itself: by the Service's own sync
 // when it no longer wants one, and by a sweep (gcKey) for DaemonSets whose
 // labels name no live Service.
@@ -58,14 +58,14 @@ const labelServiceEndpointSlice = discoveryv1.LabelServiceName
 
 // svclbSelector selects Herald's DaemonSets and pods.
 func svclbSelector() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{daemonset.LabelManagedBy: daemonset.ManagedBy, daemonset.LabelComponent: daemonset.Component})
+	return labels.SelectorFromSet(labels.Set{svclb.LabelManagedBy: svclb.ManagedBy, svclb.LabelComponent: svclb.Component})
 }
 
 // svclbResult is what the ServiceLB half of a sync found, for the status.
 type svclbResult struct {
 	serving serving
 	// problems keep the DaemonSet from being built (what exists is kept).
-	problems []daemonset.Problem
+	problems []svclb.Problem
 	// writeErr: the DaemonSet could not be created or updated (e.g. the
 	// ServiceLB namespace does not exist). The sync fails and is retried
 	// after the status says so.
@@ -97,7 +97,7 @@ func (r *Reconciler) syncServiceLB(ctx context.Context, nn types.NamespacedName,
 		return nil, fmt.Errorf("service %s: listing nodes: %w", nn, err)
 	}
 	res := &svclbResult{}
-	want, problems := daemonset.Build(svc, daemonset.Options{
+	want, problems := svclb.Build(svc, svclb.Options{
 		Namespace:        r.svclb.Namespace,
 		Image:            r.svclb.Image,
 		ImagePullPolicy:  r.svclb.ImagePullPolicy,
@@ -123,10 +123,10 @@ func (r *Reconciler) syncServiceLB(ctx context.Context, nn types.NamespacedName,
 	// predecessor of another UID goes, and every one when the Service asks
 	// for what its pool denies (a port of the node's own services).
 	if want == nil {
-		denied := slices.ContainsFunc(problems, func(p daemonset.Problem) bool { return p.Denied })
+		denied := slices.ContainsFunc(problems, func(p svclb.Problem) bool { return p.Denied })
 		var others []*appsv1.DaemonSet
 		for i := range existing {
-			if denied || types.UID(existing[i].Labels[daemonset.LabelServiceUID]) != svc.UID {
+			if denied || types.UID(existing[i].Labels[svclb.LabelServiceUID]) != svc.UID {
 				others = append(others, &existing[i])
 			}
 		}
@@ -135,10 +135,10 @@ func (r *Reconciler) syncServiceLB(ctx context.Context, nn types.NamespacedName,
 		}
 	}
 
-	selected, _ := daemonset.NodeSelection(svc, pool.NodeAddresses.NodeSelector, nodes.Items)
+	selected, _ := svclb.NodeSelection(svc, pool.NodeAddresses.NodeSelector, nodes.Items)
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(r.svclb.Namespace),
-		client.MatchingLabels{daemonset.LabelComponent: daemonset.Component, daemonset.LabelServiceUID: string(svc.UID)}); err != nil {
+		client.MatchingLabels{svclb.LabelComponent: svclb.Component, svclb.LabelServiceUID: string(svc.UID)}); err != nil {
 		return nil, fmt.Errorf("service %s: listing svclb pods: %w", nn, err)
 	}
 	in := servingInput{svc: svc, addressType: pool.NodeAddresses.AddressType, selected: selected, pods: pods.Items, nodes: nodes.Items}
@@ -163,8 +163,8 @@ func (r *Reconciler) serviceDaemonSets(ctx context.Context, nn types.NamespacedN
 func (r *Reconciler) daemonSetsOf(ctx context.Context, c client.Reader, nn types.NamespacedName) ([]appsv1.DaemonSet, error) {
 	var list appsv1.DaemonSetList
 	err := c.List(ctx, &list, client.InNamespace(r.svclb.Namespace), client.MatchingLabels{
-		daemonset.LabelManagedBy: daemonset.ManagedBy, daemonset.LabelComponent: daemonset.Component,
-		daemonset.LabelServiceNamespace: nn.Namespace, daemonset.LabelServiceName: nn.Name,
+		svclb.LabelManagedBy: svclb.ManagedBy, svclb.LabelComponent: svclb.Component,
+		svclb.LabelServiceNamespace: nn.Namespace, svclb.LabelServiceName: nn.Name,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service %s: listing svclb daemonsets: %w", nn, err)
@@ -200,7 +200,7 @@ func (r *Reconciler) ensureDaemonSet(ctx context.Context, nn types.NamespacedNam
 			return fmt.Errorf("service %s: reading daemonset %s: %w", nn, key, err)
 		}
 	}
-	if !daemonset.Drifted(cur, want) {
+	if !svclb.Drifted(cur, want) {
 		return nil
 	}
 	if !equality.Semantic.DeepEqual(cur.Spec.Selector, want.Spec.Selector) {
@@ -378,7 +378,7 @@ func svclbCondition(res *svclbResult) string {
 	return b.String()
 }
 
-func problemsString(ps []daemonset.Problem) string {
+func problemsString(ps []svclb.Problem) string {
 	ss := make([]string, len(ps))
 	for i, p := range ps {
 		ss[i] = p.String()

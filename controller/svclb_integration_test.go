@@ -18,10 +18,10 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/controller/svclb"
 	"github.com/herald-lb/herald/ipam"
-	"github.com/herald-lb/herald/svclb/daemonset"
-	"github.com/herald-lb/herald/svcstatus"
 )
 
 // ServiceLB against the real API server. There are no kubelets and no
@@ -101,8 +101,8 @@ func (e *env) waitDS(svc *corev1.Service) *appsv1.DaemonSet {
 	e.t.Helper()
 	ds := &appsv1.DaemonSet{}
 	e.eventually(15*time.Second, func() string {
-		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: daemonset.Name(svc)}, ds); err != nil {
-			return fmt.Sprintf("daemonset %s: %v", daemonset.Name(svc), err)
+		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: svclb.Name(svc)}, ds); err != nil {
+			return fmt.Sprintf("daemonset %s: %v", svclb.Name(svc), err)
 		}
 		return ""
 	})
@@ -114,7 +114,7 @@ func (e *env) waitNoDS(name string) {
 	e.t.Helper()
 	e.eventually(15*time.Second, func() string {
 		var list appsv1.DaemonSetList
-		if err := e.c.List(e.ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{daemonset.LabelServiceName: name, daemonset.LabelServiceNamespace: e.app}); err != nil {
+		if err := e.c.List(e.ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{svclb.LabelServiceName: name, svclb.LabelServiceNamespace: e.app}); err != nil {
 			return err.Error()
 		}
 		if len(list.Items) > 0 {
@@ -133,7 +133,7 @@ func (e *env) svclbPod(svc *corev1.Service, nodeName string, ready bool) string 
 	}
 	no := false
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: daemonset.Name(svc) + "-", Namespace: e.ns, Labels: daemonset.Labels(svc)},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: svclb.Name(svc) + "-", Namespace: e.ns, Labels: svclb.Labels(svc)},
 		Spec: corev1.PodSpec{
 			NodeName:                     nodeName,
 			AutomountServiceAccountToken: &no,
@@ -204,9 +204,9 @@ func TestSvclbDaemonSetLifecycle(t *testing.T) {
 	ds := e.waitDS(svc)
 	e.waitGauge(h, 1)
 	for k, v := range map[string]string{
-		daemonset.LabelManagedBy: "herald", daemonset.LabelComponent: "svclb",
-		daemonset.LabelServiceName: "web", daemonset.LabelServiceNamespace: e.app, daemonset.LabelServiceUID: string(svc.UID),
-		daemonset.K3sLabelServiceName: "web", daemonset.K3sLabelServiceNamespace: e.app,
+		svclb.LabelManagedBy: "herald", svclb.LabelComponent: "svclb",
+		svclb.LabelServiceName: "web", svclb.LabelServiceNamespace: e.app, svclb.LabelServiceUID: string(svc.UID),
+		svclb.K3sLabelServiceName: "web", svclb.K3sLabelServiceNamespace: e.app,
 	} {
 		if ds.Labels[k] != v || ds.Spec.Template.Labels[k] != v {
 			t.Errorf("label %s: daemonset %q, pods %q; want %q", k, ds.Labels[k], ds.Spec.Template.Labels[k], v)
@@ -249,15 +249,15 @@ func TestSvclbDaemonSetLifecycle(t *testing.T) {
 	// the controller finds it by name and puts the labels back.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := e.waitDS(svc)
-		delete(cur.Labels, daemonset.LabelManagedBy)
+		delete(cur.Labels, svclb.LabelManagedBy)
 		return e.c.Update(e.ctx, cur)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.eventually(15*time.Second, func() string {
-		if v := e.waitDS(svc).Labels[daemonset.LabelManagedBy]; v != daemonset.ManagedBy {
-			return fmt.Sprintf("label %s = %q", daemonset.LabelManagedBy, v)
+		if v := e.waitDS(svc).Labels[svclb.LabelManagedBy]; v != svclb.ManagedBy {
+			return fmt.Sprintf("label %s = %q", svclb.LabelManagedBy, v)
 		}
 		return ""
 	})
@@ -432,11 +432,11 @@ func TestSvclbAdoptedAfterRestart(t *testing.T) {
 	h.stop()
 
 	// An orphan left behind while no controller ran: its Service is gone.
-	orphan, probs := daemonset.Build(e.svcObject("gone", func(s *corev1.Service) {
+	orphan, probs := svclb.Build(e.svcObject("gone", func(s *corev1.Service) {
 		s.UID = "0123456789-gone"
 		s.Spec.ClusterIPs = []string{"10.96.0.10"}
 		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
-	}), daemonset.Options{Namespace: e.ns, Image: svclbImage})
+	}), svclb.Options{Namespace: e.ns, Image: svclbImage})
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
@@ -446,7 +446,7 @@ func TestSvclbAdoptedAfterRestart(t *testing.T) {
 	// And one whose labels name no Service at all (only Herald's own).
 	nameless := orphan.DeepCopy()
 	nameless.Name, nameless.ResourceVersion, nameless.UID = "svclb-nameless", "", ""
-	for _, k := range []string{daemonset.LabelServiceName, daemonset.LabelServiceNamespace, daemonset.K3sLabelServiceName, daemonset.K3sLabelServiceNamespace} {
+	for _, k := range []string{svclb.LabelServiceName, svclb.LabelServiceNamespace, svclb.K3sLabelServiceName, svclb.K3sLabelServiceNamespace} {
 		delete(nameless.Labels, k)
 		delete(nameless.Spec.Template.Labels, k)
 	}
@@ -511,7 +511,7 @@ func TestSvclbFallback(t *testing.T) {
 	}
 	// No DaemonSet for the Service with an address.
 	var list appsv1.DaemonSetList
-	if err := e.c.List(e.ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{daemonset.LabelServiceUID: string(first.UID)}); err != nil || len(list.Items) > 0 {
+	if err := e.c.List(e.ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{svclb.LabelServiceUID: string(first.UID)}); err != nil || len(list.Items) > 0 {
 		t.Errorf("first has daemonsets %v (%v)", list.Items, err)
 	}
 
@@ -605,7 +605,7 @@ func TestSvclbInvalidKeepsDaemonSet(t *testing.T) {
 	svc := e.svc("web")
 	ds := e.waitDS(svc)
 
-	e.updateSvc("web", annotate(daemonset.K3sAnnotationTolerations, `[{"key":"a","operator":"Exists","value":"x"}]`))
+	e.updateSvc("web", annotate(svclb.K3sAnnotationTolerations, `[{"key":"a","operator":"Exists","value":"x"}]`))
 	e.waitEvent(e.app, "web", EventServiceLBInvalid, "tolerations")
 	e.eventually(15*time.Second, func() string {
 		if c := svcstatus.Condition(e.get("web")); c == nil || !strings.Contains(c.Message, "cannot be built") {
@@ -620,7 +620,7 @@ func TestSvclbInvalidKeepsDaemonSet(t *testing.T) {
 		t.Errorf("%d ServiceLBInvalid events, want 1", n)
 	}
 
-	e.updateSvc("web", annotate(daemonset.K3sAnnotationTolerations, `[{"key":"a","operator":"Exists"}]`))
+	e.updateSvc("web", annotate(svclb.K3sAnnotationTolerations, `[{"key":"a","operator":"Exists"}]`))
 	e.eventually(15*time.Second, func() string {
 		for _, tol := range e.waitDS(svc).Spec.Template.Spec.Tolerations {
 			if tol.Key == "a" {
@@ -660,7 +660,7 @@ func TestSvclbNamespaceMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.eventually(30*time.Second, func() string {
-		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: lbns, Name: daemonset.Name(svc)}, &appsv1.DaemonSet{}); err != nil {
+		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: lbns, Name: svclb.Name(svc)}, &appsv1.DaemonSet{}); err != nil {
 			return err.Error()
 		}
 		if c := svcstatus.Condition(e.get("web")); c == nil || strings.Contains(c.Message, "cannot be written") {
@@ -691,7 +691,7 @@ func TestSvclbDeniedPort(t *testing.T) {
 	e.updatePool("nodes", func(p *v1beta1.IPAddressPool) { p.Spec.NodeAddresses.DeniedPorts = &[]int32{} })
 	e.eventually(15*time.Second, func() string {
 		ds := &appsv1.DaemonSet{}
-		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: daemonset.Name(svc)}, ds); err != nil {
+		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: svclb.Name(svc)}, ds); err != nil {
 			return fmt.Sprintf("daemonset: %v", err)
 		}
 		for _, c := range ds.Spec.Template.Spec.Containers {

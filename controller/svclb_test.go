@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/svclb/daemonset"
+	"github.com/herald-lb/herald/controller/svclb"
 )
 
 // The controller caches DaemonSets and pods only in the ServiceLB namespace
@@ -31,7 +31,7 @@ func TestManagerOptionsCacheOnlySvclbObjects(t *testing.T) {
 				if _, ok := by.Namespaces[tc.want]; !ok || len(by.Namespaces) != 1 {
 					t.Errorf("%T cached in %v, want only %s", obj, by.Namespaces, tc.want)
 				}
-				ours := labels.Set{daemonset.LabelManagedBy: daemonset.ManagedBy, daemonset.LabelComponent: daemonset.Component, daemonset.LabelServiceUID: "x"}
+				ours := labels.Set{svclb.LabelManagedBy: svclb.ManagedBy, svclb.LabelComponent: svclb.Component, svclb.LabelServiceUID: "x"}
 				other := labels.Set{"app": "web"}
 				if by.Label == nil || !by.Label.Matches(ours) || by.Label.Matches(other) {
 					t.Errorf("%T label selector %v: must select Herald's svclb objects only", obj, by.Label)

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/svclb/daemonset"
+	"github.com/herald-lb/herald/controller/svclb"
 )
 
 // The pure half of ServiceLB status: which nodes serve a Service placed in a
@@ -27,7 +27,7 @@ type servingInput struct {
 	// (v1beta1.NodeExternalIP or v1beta1.NodeInternalIP; "" is ExternalIP).
 	addressType string
 	// selected are the nodes that qualify for the Service's pod by the
-	// pool's selector and k3s's labels (daemonset.NodeSelection).
+	// pool's selector and k3s's labels (svclb.NodeSelection).
 	selected []string
 	// pods are the svclb pods of the Service (its UID label).
 	pods []corev1.Pod
@@ -119,7 +119,7 @@ func servingNodes(in servingInput) serving {
 	sort.Strings(serve)
 	serve = slices.Compact(serve)
 
-	families := daemonset.ServiceFamilies(svc)
+	families := svclb.ServiceFamilies(svc)
 	out := serving{failures: uniqueSorted(out0.failures)}
 	if len(serve) > 0 {
 		want := corev1.NodeInternalIP
@@ -131,7 +131,7 @@ func servingNodes(in servingInput) serving {
 			addrs = append(addrs, nodeAddrs(nodes[name], want)...)
 		}
 		slices.SortFunc(addrs, netip.Addr.Compare)
-		out.addrs = daemonset.FilterFamilies(slices.Compact(addrs), families)
+		out.addrs = svclb.FilterFamilies(slices.Compact(addrs), families)
 		if len(out.addrs) > 0 {
 			out.nodes = serve
 			return out
@@ -170,7 +170,7 @@ func podFailure(p *corev1.Pod) string {
 	}
 	if p.Status.Reason == "SysctlForbidden" {
 		s += " (the kubelets must allow the forwarding sysctls: allowedUnsafeSysctls [" +
-			daemonset.SysctlIPv4Forward + ", " + daemonset.SysctlIPv6Forward +
+			svclb.SysctlIPv4Forward + ", " + svclb.SysctlIPv6Forward +
 			"] in the kubelet configuration, or --allowed-unsafe-sysctls; k3s agents allow them; see docs/svclb.md)"
 	}
 	return s
@@ -218,7 +218,7 @@ func readyEndpointNodes(slices []discoveryv1.EndpointSlice) map[string]bool {
 
 func anyAddress(names []string, nodes map[string]*corev1.Node, t corev1.NodeAddressType, families []corev1.IPFamily) bool {
 	for _, n := range names {
-		if len(daemonset.FilterFamilies(nodeAddrs(nodes[n], t), families)) > 0 {
+		if len(svclb.FilterFamilies(nodeAddrs(nodes[n], t), families)) > 0 {
 			return true
 		}
 	}
@@ -261,8 +261,8 @@ func uniqueSorted(s []string) []string {
 // daemonSetService is the Service a Herald DaemonSet (or pod) was made for,
 // from its labels; ok is false when the labels do not name one.
 func daemonSetService(labels map[string]string) (nn types.NamespacedName, uid types.UID, ok bool) {
-	nn = types.NamespacedName{Namespace: labels[daemonset.LabelServiceNamespace], Name: labels[daemonset.LabelServiceName]}
-	uid = types.UID(labels[daemonset.LabelServiceUID])
+	nn = types.NamespacedName{Namespace: labels[svclb.LabelServiceNamespace], Name: labels[svclb.LabelServiceName]}
+	uid = types.UID(labels[svclb.LabelServiceUID])
 	return nn, uid, nn.Namespace != "" && nn.Name != "" && uid != ""
 }
 

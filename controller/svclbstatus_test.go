@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/svclb/daemonset"
+	"github.com/herald-lb/herald/controller/svclb"
 )
 
 // node makes a node; addrs are "InternalIP=10.0.0.1" or "ExternalIP=...".
@@ -212,16 +212,16 @@ func TestServingNodesOrderIndependent(t *testing.T) {
 
 func ds(name, ns, svcName, uid string) appsv1.DaemonSet {
 	d := appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "herald-system", Labels: map[string]string{
-		daemonset.LabelManagedBy: daemonset.ManagedBy, daemonset.LabelComponent: daemonset.Component,
+		svclb.LabelManagedBy: svclb.ManagedBy, svclb.LabelComponent: svclb.Component,
 	}}}
 	if ns != "" {
-		d.Labels[daemonset.LabelServiceNamespace] = ns
+		d.Labels[svclb.LabelServiceNamespace] = ns
 	}
 	if svcName != "" {
-		d.Labels[daemonset.LabelServiceName] = svcName
+		d.Labels[svclb.LabelServiceName] = svcName
 	}
 	if uid != "" {
-		d.Labels[daemonset.LabelServiceUID] = uid
+		d.Labels[svclb.LabelServiceUID] = uid
 	}
 	return d
 }
@@ -321,7 +321,7 @@ func TestSvclbCondition(t *testing.T) {
 	if got != "served by nodes a, b" {
 		t.Fatalf("got %q", got)
 	}
-	got = svclbCondition(&svclbResult{serving: serving{why: "waiting"}, problems: []daemonset.Problem{{Field: "f", Value: "v", Reason: "bad"}}})
+	got = svclbCondition(&svclbResult{serving: serving{why: "waiting"}, problems: []svclb.Problem{{Field: "f", Value: "v", Reason: "bad"}}})
 	if got != `no node serves it yet: waiting; its svclb DaemonSet cannot be built: f="v": bad` {
 		t.Fatalf("got %q", got)
 	}

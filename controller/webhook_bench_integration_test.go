@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/webhook"
+	"github.com/herald-lb/herald/controller/webhook"
 )
 
 // apiReads is the API server's own count of LIST and GET requests on

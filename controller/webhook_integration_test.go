@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/webhook"
+	"github.com/herald-lb/herald/controller/webhook"
 )
 
 // webhookReplica starts a controller replica that serves the admission

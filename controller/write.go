@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/svcstatus"
+	"github.com/herald-lb/herald/config/svcstatus"
 )
 
 // apply writes a plan on the Service: one status write (addresses and

@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/controller/svclb"
 	"github.com/herald-lb/herald/e2e"
 	"github.com/herald-lb/herald/e2e/lab"
 	"github.com/herald-lb/herald/ipam"
-	"github.com/herald-lb/herald/svclb/daemonset"
 )
 
 const (
@@ -156,7 +156,7 @@ func TestCCM(t *testing.T) {
 					return false, err
 				}
 			}
-			err := f.c.Get(ctx, types.NamespacedName{Namespace: svclbNamespace, Name: daemonset.Name(svclbSvc)}, &appsv1.DaemonSet{})
+			err := f.c.Get(ctx, types.NamespacedName{Namespace: svclbNamespace, Name: svclb.Name(svclbSvc)}, &appsv1.DaemonSet{})
 			if !apierrors.IsNotFound(err) {
 				return false, err
 			}

@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/controller/svclb"
 	"github.com/herald-lb/herald/e2e"
 	"github.com/herald-lb/herald/ipam"
-	"github.com/herald-lb/herald/svclb/daemonset"
 )
 
 // svclbNamespace is where the chart puts the svclb DaemonSets by default: a namespace of their own, created with the
@@ -112,7 +112,7 @@ func TestServiceLB(t *testing.T) {
 			}
 		})
 		waitFor(t, ctx, "the DaemonSet of "+svc.Name+" deleted", func() (bool, error) {
-			err := f.c.Get(ctx, types.NamespacedName{Namespace: svclbNamespace, Name: daemonset.Name(svc)}, &appsv1.DaemonSet{})
+			err := f.c.Get(ctx, types.NamespacedName{Namespace: svclbNamespace, Name: svclb.Name(svc)}, &appsv1.DaemonSet{})
 			return apierrors.IsNotFound(err), nil
 		})
 	})
@@ -215,7 +215,7 @@ func nodePoolService(t *testing.T, ctx context.Context, f *heraldFixture, ns, na
 			return
 		}
 		waitFor(t, cctx, "the DaemonSet of "+svc.Name+" deleted", func() (bool, error) {
-			err := f.c.Get(cctx, types.NamespacedName{Namespace: svclbNamespace, Name: daemonset.Name(svc)}, &appsv1.DaemonSet{})
+			err := f.c.Get(cctx, types.NamespacedName{Namespace: svclbNamespace, Name: svclb.Name(svc)}, &appsv1.DaemonSet{})
 			return apierrors.IsNotFound(err), nil
 		})
 	})
@@ -249,7 +249,7 @@ func waitSvclbNodes(t *testing.T, ctx context.Context, f *heraldFixture, svc *co
 	var state string
 	waitFor(t, ctx, fmt.Sprintf("svclb pods of %s ready on %v and status %v", svc.Name, wantNodes, wantIngress), func() (bool, error) {
 		var pods corev1.PodList
-		if err := f.c.List(ctx, &pods, client.InNamespace(svclbNamespace), client.MatchingLabels(daemonset.Selector(svc))); err != nil {
+		if err := f.c.List(ctx, &pods, client.InNamespace(svclbNamespace), client.MatchingLabels(svclb.Selector(svc))); err != nil {
 			return false, err
 		}
 		var ready []string

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/speaker/plan"
-	"github.com/herald-lb/herald/svcstatus"
 )
 
 // LabelExcludeFromLB marks a Node that must not carry load balancer traffic.

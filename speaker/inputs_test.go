@@ -12,8 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/speaker/plan"
-	"github.com/herald-lb/herald/svcstatus"
 )
 
 type ep struct {

@@ -17,7 +17,7 @@ import (
 	"runtime"
 	"syscall"
 
-	"github.com/herald-lb/herald/ccm"
+	"github.com/herald-lb/herald/controller/ccm"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.commit=...".

@@ -12,9 +12,9 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/cleanup"
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/controller"
-	"github.com/herald-lb/herald/svcstatus"
+	"github.com/herald-lb/herald/controller/cleanup"
 )
 
 func runCleanup(args []string, _, stderr io.Writer) int {

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/controller"
-	"github.com/herald-lb/herald/svcstatus"
 )
 
 func runController(args []string, _, stderr io.Writer) int {

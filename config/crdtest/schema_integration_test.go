@@ -20,10 +20,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/configobjs"
-	"github.com/herald-lb/herald/e2e/kubeapi"
 	"github.com/herald-lb/herald/internal/crdschema"
+	"github.com/herald-lb/herald/internal/kubeapi"
 )
 
 var srv *kubeapi.Server

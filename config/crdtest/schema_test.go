@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/configobjs"
 	"github.com/herald-lb/herald/internal/crdschema"
 )
 

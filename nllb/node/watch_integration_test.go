@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/internal/kubeapi"
 	"github.com/herald-lb/herald/internal/logbuf"
 	"github.com/herald-lb/herald/nllb"
 	"github.com/herald-lb/herald/nllb/discovery"

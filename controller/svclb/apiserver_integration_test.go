@@ -1,6 +1,6 @@
 //go:build integration
 
-package daemonset
+package svclb
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/internal/kubeapi"
 )
 
 // Against a real kube-apiserver (`make integration`): every DaemonSet Build

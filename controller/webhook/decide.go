@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/configobjs"
 )
 
 // Operation is what the request does to the object.

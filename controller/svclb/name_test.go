@@ -1,4 +1,4 @@
-package daemonset
+package svclb
 
 import (
 	"net/netip"

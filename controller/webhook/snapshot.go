@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config"
-	"github.com/herald-lb/herald/configobjs"
+	"github.com/herald-lb/herald/config/configobjs"
 )
 
 // admittedFor is how long the webhook remembers a request it admitted while

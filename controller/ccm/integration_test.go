@@ -33,12 +33,12 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
-	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/controller/svclb"
+	"github.com/herald-lb/herald/internal/kubeapi"
 	"github.com/herald-lb/herald/internal/logbuf"
-	"github.com/herald-lb/herald/svclb/daemonset"
-	"github.com/herald-lb/herald/svcstatus"
 )
 
 // The integration tests run the real `herald ccm` binary (built once for the
@@ -471,7 +471,7 @@ func (e *env) waitGone(name string, timeout time.Duration) {
 func (e *env) daemonSets(svc string) []appsv1.DaemonSet {
 	e.t.Helper()
 	list, err := e.cs.AppsV1().DaemonSets(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=%s,%s=%s",
-		daemonset.LabelServiceNamespace, e.app, daemonset.LabelServiceName, svc)})
+		svclb.LabelServiceNamespace, e.app, svclb.LabelServiceName, svc)})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package daemonset
+package svclb
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/herald-lb/herald/svclb"
+	forwarder "github.com/herald-lb/herald/svclb"
 )
 
 const testUID = "0123abcd-4567-89ef-0123-456789abcdef"
@@ -349,7 +349,7 @@ func TestBuildProblems(t *testing.T) {
 // TestEnvAcceptedByForwarder is the contract with `herald svclb`: the
 // environment of every container Build makes, with the kubelet's rendering of
 // status.hostIPs (comma separated, both families on a dual-stack node), is
-// accepted by svclb.ParseEnv and means what the Service asks.
+// accepted by forwarder.ParseEnv and means what the Service asks.
 func TestEnvAcceptedByForwarder(t *testing.T) {
 	const hostIPs = "192.168.1.5,2001:db8::5"
 	tests := []struct {
@@ -381,7 +381,7 @@ func TestEnvAcceptedByForwarder(t *testing.T) {
 				if e["DEST_IPS"] == "fieldRef:status.hostIPs" {
 					e["DEST_IPS"] = hostIPs
 				}
-				cfg, warnings, err := svclb.ParseEnv(func(k string) string { return e[k] })
+				cfg, warnings, err := forwarder.ParseEnv(func(k string) string { return e[k] })
 				if err != nil {
 					t.Fatalf("%s: the forwarder refuses its environment: %v", c.Name, err)
 				}

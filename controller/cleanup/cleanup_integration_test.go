@@ -20,12 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
-	"github.com/herald-lb/herald/e2e/kubeapi"
+	"github.com/herald-lb/herald/controller/svclb"
+	"github.com/herald-lb/herald/internal/kubeapi"
 	"github.com/herald-lb/herald/internal/logbuf"
-	"github.com/herald-lb/herald/svclb/daemonset"
-	"github.com/herald-lb/herald/svcstatus"
 )
 
 var srv *kubeapi.Server
@@ -123,8 +123,8 @@ func (e *env) pod(ns, name, release, component string, phase corev1.PodPhase) *c
 func svclbDS(ns, name string, heralds bool) *appsv1.DaemonSet {
 	labels := map[string]string{"app": name}
 	if heralds {
-		labels = map[string]string{daemonset.LabelManagedBy: daemonset.ManagedBy, daemonset.LabelComponent: daemonset.Component,
-			daemonset.LabelServiceNamespace: "cl-apps", daemonset.LabelServiceName: "onnodes"}
+		labels = map[string]string{svclb.LabelManagedBy: svclb.ManagedBy, svclb.LabelComponent: svclb.Component,
+			svclb.LabelServiceNamespace: "cl-apps", svclb.LabelServiceName: "onnodes"}
 	}
 	return &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},

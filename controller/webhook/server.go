@@ -17,7 +17,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/herald-lb/herald/configobjs"
+	"github.com/herald-lb/herald/config/configobjs"
 )
 
 // Path is where the webhook answers.

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/herald-lb/herald/svcstatus"
+	"github.com/herald-lb/herald/config/svcstatus"
 )
 
 // ServiceChange is what cleanup removes from one Service. The zero value

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/herald-lb/herald/svcstatus"
+	"github.com/herald-lb/herald/config/svcstatus"
 )
 
 func TestPlanService(t *testing.T) {

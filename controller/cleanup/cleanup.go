@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/svclb/daemonset"
+	"github.com/herald-lb/herald/controller/svclb"
 )
 
 // The chart's labels on the release's pods.
@@ -267,7 +267,7 @@ func (r *runner) daemonSets(ctx context.Context) error {
 	ns := r.o.svclbNamespace()
 	var list appsv1.DaemonSetList
 	if err := r.c.List(ctx, &list, client.InNamespace(ns),
-		client.MatchingLabels{daemonset.LabelManagedBy: daemonset.ManagedBy, daemonset.LabelComponent: daemonset.Component}); err != nil {
+		client.MatchingLabels{svclb.LabelManagedBy: svclb.ManagedBy, svclb.LabelComponent: svclb.Component}); err != nil {
 		return fmt.Errorf("listing svclb DaemonSets in %s: %w", ns, err)
 	}
 	var errs []error
@@ -280,7 +280,7 @@ func (r *runner) daemonSets(ctx context.Context) error {
 		}
 		if ok {
 			r.log.Info("deleted svclb DaemonSet", "daemonset", ns+"/"+ds.Name,
-				"service", ds.Labels[daemonset.LabelServiceNamespace]+"/"+ds.Labels[daemonset.LabelServiceName])
+				"service", ds.Labels[svclb.LabelServiceNamespace]+"/"+ds.Labels[svclb.LabelServiceName])
 			r.res.DaemonSets++
 		}
 	}

@@ -7,7 +7,7 @@
 // labels, and returns objects and problems. The controller creates, adopts
 // (Drifted) and deletes the DaemonSets; status reuses FilterFamilies and
 // NodeSelection. See docs/svclb.md, "The DaemonSet Herald builds".
-package daemonset
+package svclb
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/herald-lb/herald/svclb"
+	forwarder "github.com/herald-lb/herald/svclb"
 )
 
 // Labels on the DaemonSet and its pods, linking them to the Service.
@@ -63,7 +63,7 @@ const (
 	DefaultPriorityClass = "system-node-critical"
 	// DefaultProbePortBase is the first probe port tried; each container gets
 	// the next free one that is no Service port.
-	DefaultProbePortBase = svclb.DefaultProbePort
+	DefaultProbePortBase = forwarder.DefaultProbePort
 	// Forwarding sysctls, one per family in use.
 	SysctlIPv4Forward = "net.ipv4.ip_forward"
 	SysctlIPv6Forward = "net.ipv6.conf.all.forwarding"
@@ -267,20 +267,20 @@ func Build(svc *corev1.Service, opts Options) (*appsv1.DaemonSet, []Problem) {
 		name := fmt.Sprintf("lb-%s-%d", strings.ToLower(string(proto)), p.Port)
 		probe := probePort()
 		env := []corev1.EnvVar{
-			{Name: svclb.EnvSrcPort, Value: strconv.Itoa(int(p.Port))},
-			{Name: svclb.EnvSrcRanges, Value: srcRanges},
-			{Name: svclb.EnvDestProto, Value: string(proto)},
-			{Name: svclb.EnvDestPort, Value: strconv.Itoa(int(destPort))},
+			{Name: forwarder.EnvSrcPort, Value: strconv.Itoa(int(p.Port))},
+			{Name: forwarder.EnvSrcRanges, Value: srcRanges},
+			{Name: forwarder.EnvDestProto, Value: string(proto)},
+			{Name: forwarder.EnvDestPort, Value: strconv.Itoa(int(destPort))},
 		}
 		if local {
-			env = append(env, corev1.EnvVar{Name: svclb.EnvDestIPs, ValueFrom: &corev1.EnvVarSource{
+			env = append(env, corev1.EnvVar{Name: forwarder.EnvDestIPs, ValueFrom: &corev1.EnvVarSource{
 				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.hostIPs"}}})
 		} else {
-			env = append(env, corev1.EnvVar{Name: svclb.EnvDestIPs, Value: joinAddrs(clusterIPs)})
+			env = append(env, corev1.EnvVar{Name: forwarder.EnvDestIPs, Value: joinAddrs(clusterIPs)})
 		}
 		env = append(env,
-			corev1.EnvVar{Name: svclb.EnvIPFamilies, Value: joinFamilies(families)},
-			corev1.EnvVar{Name: svclb.EnvProbePort, Value: strconv.Itoa(int(probe))},
+			corev1.EnvVar{Name: forwarder.EnvIPFamilies, Value: joinFamilies(families)},
+			corev1.EnvVar{Name: forwarder.EnvProbePort, Value: strconv.Itoa(int(probe))},
 		)
 		containers = append(containers, corev1.Container{
 			Name:            name,

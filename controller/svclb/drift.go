@@ -1,4 +1,4 @@
-package daemonset
+package svclb
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
