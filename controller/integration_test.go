@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/ipam"
@@ -317,13 +318,13 @@ func TestMemberlistSecret(t *testing.T) {
 	var first []byte
 	e.eventually(10*time.Second, func() string {
 		var s corev1.Secret
-		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: "herald-memberlist"}, &s); err != nil {
+		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: config.DefaultMemberlistSecret}, &s); err != nil {
 			return err.Error()
 		}
-		if len(s.Data[MemberlistKeyField]) != 32 {
-			return fmt.Sprintf("key has %d bytes", len(s.Data[MemberlistKeyField]))
+		if len(s.Data[config.MemberlistKey]) != 32 {
+			return fmt.Sprintf("key has %d bytes", len(s.Data[config.MemberlistKey]))
 		}
-		first = s.Data[MemberlistKeyField]
+		first = s.Data[config.MemberlistKey]
 		return ""
 	})
 	h.stop()
@@ -335,10 +336,10 @@ func TestMemberlistSecret(t *testing.T) {
 		return ""
 	})
 	var s corev1.Secret
-	if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: "herald-memberlist"}, &s); err != nil {
+	if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: config.DefaultMemberlistSecret}, &s); err != nil {
 		t.Fatal(err)
 	}
-	if string(s.Data[MemberlistKeyField]) != string(first) {
+	if string(s.Data[config.MemberlistKey]) != string(first) {
 		t.Error("a restart replaced the memberlist key")
 	}
 }

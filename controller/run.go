@@ -121,7 +121,7 @@ func DefaultOptions() Options {
 		Namespace:          "herald-system",
 		LeaderElection:     true,
 		LeaderElectionID:   "herald-controller",
-		MemberlistSecret:   "herald-memberlist",
+		MemberlistSecret:   config.DefaultMemberlistSecret,
 		BGPPasswordsSecret: config.DefaultBGPPasswordsSecret,
 		MetricsAddr:        ":7472",
 		MetricsSecure:      true,

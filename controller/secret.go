@@ -10,11 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-)
 
-// MemberlistKeyField is the key in the memberlist Secret that holds the
-// 32-byte gossip encryption key.
-const MemberlistKeyField = "secretkey"
+	"github.com/herald-lb/herald/config"
+)
 
 // ensureMemberlistSecret creates the speakers' gossip key Secret with 32
 // random bytes unless it already exists; an existing key is never replaced
@@ -36,7 +34,7 @@ func ensureMemberlistSecret(ctx context.Context, c client.Client, reader client.
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 			Labels: map[string]string{"app.kubernetes.io/name": "herald", "app.kubernetes.io/component": "speaker"}},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{MemberlistKeyField: key},
+		Data: map[string][]byte{config.MemberlistKey: key},
 	}
 	if err := c.Create(ctx, &s); err != nil {
 		if apierrors.IsAlreadyExists(err) {

@@ -567,7 +567,7 @@ func TestSvclbLocalFollowsEndpoints(t *testing.T) {
 	e.waitDS(svc)
 	e.svclbPod(svc, n1, true)
 	e.svclbPod(svc, n2, true)
-	e.waitEvent(e.app, "web", EventServiceLBPending, "has a ready endpoint of the Service")
+	e.waitEvent(e.app, "web", EventServiceLBPending, "has a usable endpoint of the Service")
 
 	ready := true
 	es := &discoveryv1.EndpointSlice{

@@ -12,6 +12,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/herald-lb/herald/config/endpoints"
+	"github.com/herald-lb/herald/config/nodeaddr"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller/svclb"
 )
@@ -58,7 +60,8 @@ type serving struct {
 // servingNodes decides which nodes serve the Service: those with a ready
 // svclb pod of this Service (Ready condition true, not being deleted) that
 // exist, still match the pool (selected) and are not cordoned, and for
-// externalTrafficPolicy Local that also have a ready endpoint of the Service.
+// externalTrafficPolicy Local that also have a usable endpoint of the Service
+// (config/endpoints: the rule the speaker applies too).
 //
 // Addresses: with addressType InternalIP, the nodes' InternalIPs; otherwise
 // the nodes' ExternalIPs when any serving node has one of the Service's
@@ -76,7 +79,10 @@ func servingNodes(in servingInput) serving {
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	var withEndpoint map[string]bool
 	if local {
-		withEndpoint = readyEndpointNodes(in.slices)
+		withEndpoint = map[string]bool{}
+		for _, n := range endpoints.Nodes(in.slices) {
+			withEndpoint[n] = true
+		}
 	}
 
 	var readyNodes, cordoned, serve []string
@@ -128,7 +134,7 @@ func servingNodes(in servingInput) serving {
 		}
 		var addrs []netip.Addr
 		for _, name := range serve {
-			addrs = append(addrs, nodeAddrs(nodes[name], want)...)
+			addrs = append(addrs, nodeaddr.Of(nodes[name], want)...)
 		}
 		slices.SortFunc(addrs, netip.Addr.Compare)
 		out.addrs = svclb.FilterFamilies(slices.Compact(addrs), families)
@@ -145,7 +151,7 @@ func servingNodes(in servingInput) serving {
 	case len(in.selected) == 0:
 		out.why, out.warning = "no node matches the pool's node selector (and the k3s enablelb/lbpool labels)", true
 	case len(readyNodes) > 0 && local:
-		out.why = fmt.Sprintf("externalTrafficPolicy is Local and no node with a ready svclb pod (%s) has a ready endpoint of the Service", nameList(uniqueSorted(readyNodes)))
+		out.why = fmt.Sprintf("externalTrafficPolicy is Local and no node with a ready svclb pod (%s) has a usable endpoint of the Service (ready, or serving while none is ready)", nameList(uniqueSorted(readyNodes)))
 	case len(cordoned) > 0:
 		out.why = fmt.Sprintf("every node with a ready svclb pod is cordoned (%s)", nameList(uniqueSorted(cordoned)))
 	default:
@@ -201,42 +207,13 @@ func schedulerMessage(pods []*corev1.Pod) string {
 	return ""
 }
 
-// readyEndpointNodes are the nodes with a ready endpoint in the slices (an
-// unset ready condition counts as ready, as the API documents).
-func readyEndpointNodes(slices []discoveryv1.EndpointSlice) map[string]bool {
-	out := map[string]bool{}
-	for _, s := range slices {
-		for _, ep := range s.Endpoints {
-			if ep.NodeName == nil || (ep.Conditions.Ready != nil && !*ep.Conditions.Ready) {
-				continue
-			}
-			out[*ep.NodeName] = true
-		}
-	}
-	return out
-}
-
 func anyAddress(names []string, nodes map[string]*corev1.Node, t corev1.NodeAddressType, families []corev1.IPFamily) bool {
 	for _, n := range names {
-		if len(svclb.FilterFamilies(nodeAddrs(nodes[n], t), families)) > 0 {
+		if len(svclb.FilterFamilies(nodeaddr.Of(nodes[n], t), families)) > 0 {
 			return true
 		}
 	}
 	return false
-}
-
-// nodeAddrs are the node's addresses of one type (unparsable ones skipped).
-func nodeAddrs(n *corev1.Node, t corev1.NodeAddressType) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range n.Status.Addresses {
-		if a.Type != t {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Zone() == "" {
-			out = append(out, ip.Unmap())
-		}
-	}
-	return out
 }
 
 // maxListed bounds the names a message lists: a condition message holds at

@@ -141,7 +141,7 @@ func TestServingNodes(t *testing.T) {
 			want:   "c|10.0.0.3"},
 		{name: "Local: no node with an endpoint", svc: svcMut(v4, localPolicy), selected: []string{"a"},
 			pods: []corev1.Pod{pod("p1", "a", true, "")}, nodes: []corev1.Node{a},
-			want: "why:externalTrafficPolicy is Local and no node with a ready svclb pod (a) has a ready endpoint"},
+			want: "why:externalTrafficPolicy is Local and no node with a ready svclb pod (a) has a usable endpoint"},
 		{name: "Cluster ignores endpoints", svc: svcMut(v4), selected: []string{"a"},
 			pods: []corev1.Pod{pod("p1", "a", true, "")}, nodes: []corev1.Node{a}, slices: []discoveryv1.EndpointSlice{slice("c=ready")},
 			want: "a|10.0.0.1"},

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -14,6 +12,9 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,14 +37,12 @@ import (
 	"github.com/herald-lb/herald/announce/bgp"
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/configobjs"
+	"github.com/herald-lb/herald/config/nodeaddr"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/internal/metricsserve"
 	"github.com/herald-lb/herald/speaker/members"
 	"github.com/herald-lb/herald/speaker/plan"
 )
-
-// SecretKey is the key of the gossip key in the memberlist Secret.
-const SecretKey = "secretkey"
 
 // EventAnnouncingFromNode is the Normal event on a Service whose announcing
 // node changed; the new announcer emits it.
@@ -130,7 +129,7 @@ func DefaultOptions() Options {
 	return Options{
 		Namespace:          "herald-system",
 		MemberlistPort:     members.DefaultPort,
-		MemberlistSecret:   "herald-memberlist",
+		MemberlistSecret:   config.DefaultMemberlistSecret,
 		BGPPasswordsSecret: config.DefaultBGPPasswordsSecret,
 		Profile:            members.ProfileFast,
 		MetricsAddr:        ":7572",
@@ -295,7 +294,7 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 		if err := reader.Get(ctx, types.NamespacedName{Name: o.NodeName}, &n); err != nil {
 			return nil, fmt.Errorf("reading node %s for its address: %w", o.NodeName, err)
 		}
-		ip, ok := firstInternalIP(&n)
+		ip, ok := nodeaddr.FirstOfAny(&n, corev1.NodeInternalIP)
 		if !ok {
 			return nil, fmt.Errorf("node %s has no InternalIP: set --memberlist-bind-address", o.NodeName)
 		}
@@ -420,10 +419,10 @@ func (a *Agent) readKey(ctx context.Context, reader client.Reader) ([]byte, erro
 		var s corev1.Secret
 		err := reader.Get(ctx, name, &s)
 		if err == nil {
-			if k := s.Data[SecretKey]; len(k) > 0 {
+			if k := s.Data[config.MemberlistKey]; len(k) > 0 {
 				return k, nil
 			}
-			err = fmt.Errorf("secret %s has no key %q", name, SecretKey)
+			err = fmt.Errorf("secret %s has no key %q", name, config.MemberlistKey)
 		}
 		if a.o.MemberlistInsecure {
 			a.log.Warn("running memberlist UNENCRYPTED (--memberlist-insecure): no gossip key", "secret", name.String(), "error", err)
@@ -431,7 +430,7 @@ func (a *Agent) readKey(ctx context.Context, reader client.Reader) ([]byte, erro
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("no memberlist gossip key (secret %s, key %q): %w; the controller creates it; "+
-				"refusing to gossip unencrypted (set --memberlist-insecure to allow it)", name, SecretKey, err)
+				"refusing to gossip unencrypted (set --memberlist-insecure to allow it)", name, config.MemberlistKey, err)
 		}
 		if !warned {
 			a.log.Warn("waiting for the memberlist key secret", "secret", name.String(), "error", err)
@@ -443,17 +442,6 @@ func (a *Agent) readKey(ctx context.Context, reader client.Reader) ([]byte, erro
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-func firstInternalIP(n *corev1.Node) (netip.Addr, bool) {
-	for _, ad := range n.Status.Addresses {
-		if ad.Type == corev1.NodeInternalIP {
-			if ip, err := netip.ParseAddr(ad.Address); err == nil {
-				return ip.Unmap(), true
-			}
-		}
-	}
-	return netip.Addr{}, false
 }
 
 func (a *Agent) trigger() {
@@ -651,7 +639,7 @@ func (a *Agent) followKey() {
 		return
 	}
 	data, _ := a.keySecret.Data()
-	k := data[SecretKey]
+	k := data[config.MemberlistKey]
 	if len(k) == 0 || bytes.Equal(k, a.key) {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/nodeaddr"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/speaker/plan"
 )
@@ -71,7 +72,7 @@ func benchSnapshot() (Snapshot, config.Objects) {
 func BenchmarkReplan(b *testing.B) {
 	snap, objs := benchSnapshot()
 	self := snap.Nodes[0]
-	selfIP, _ := NodeIP(&self, true)
+	selfIP, _ := nodeaddr.First(&self, corev1.NodeInternalIP, true)
 	b.ReportAllocs()
 	var n int
 	for b.Loop() {

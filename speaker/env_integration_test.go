@@ -30,6 +30,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/internal/kubeapi"
 	"github.com/herald-lb/herald/speaker/members"
@@ -173,8 +174,8 @@ func newEnv(t *testing.T) *env {
 	for i := range key {
 		key[i] = byte(i * 7)
 	}
-	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "herald-memberlist"},
-		Data: map[string][]byte{SecretKey: key}})
+	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: config.DefaultMemberlistSecret},
+		Data: map[string][]byte{config.MemberlistKey: key}})
 	t.Cleanup(func() {
 		bg := context.Background()
 		_ = c.DeleteAllOf(bg, &corev1.Service{}, client.InNamespace(e.app))

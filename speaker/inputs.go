@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/endpoints"
+	"github.com/herald-lb/herald/config/nodeaddr"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/speaker/plan"
 )
@@ -30,11 +32,10 @@ type Snapshot struct {
 // BuildInputs converts a snapshot into the planner's inputs. It is pure:
 // Services Herald does not serve (type, class, being deleted) or that hold
 // no address are left out; endpoints are reduced to the nodes that have a
-// ready endpoint (or, when no endpoint of the Service is ready, a serving
-// one, e.g. terminating pods still serving).
+// usable one (config/endpoints: the rule the ServiceLB status uses too).
 func BuildInputs(s Snapshot) plan.Inputs {
 	in := plan.Inputs{Config: s.Config, Alive: slices.Clone(s.Alive)}
-	eps := EndpointNodes(s.Slices)
+	eps := endpoints.ByService(s.Slices)
 	for i := range s.Services {
 		svc := &s.Services[i]
 		if !svcstatus.Handles(svc, s.OnlyClass) {
@@ -79,64 +80,7 @@ func NodeInput(n *corev1.Node) plan.Node {
 			out.NetworkUnavailable = true
 		}
 	}
-	for _, a := range n.Status.Addresses {
-		if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
-			out.Addrs = append(out.Addrs, ip.Unmap())
-		}
-	}
-	return out
-}
-
-// EndpointNodes maps "namespace/service" to the sorted nodes that have a
-// ready endpoint of the Service, or, when none of the Service's endpoints
-// is ready, a serving one. Slices without the service-name label and
-// endpoints without a node name are ignored. A nil Ready counts as ready
-// and a nil Serving as the endpoint's readiness (the API's documented
-// reading of unknown states).
-func EndpointNodes(eps []discoveryv1.EndpointSlice) map[string][]string {
-	type nodes struct{ ready, serving []string }
-	byKey := make(map[string]*nodes, len(eps))
-	for i := range eps {
-		sl := &eps[i]
-		name := sl.Labels[discoveryv1.LabelServiceName]
-		if name == "" {
-			continue
-		}
-		key := sl.Namespace + "/" + name
-		acc := byKey[key]
-		if acc == nil {
-			acc = &nodes{}
-			byKey[key] = acc
-		}
-		for _, ep := range sl.Endpoints {
-			if ep.NodeName == nil || *ep.NodeName == "" {
-				continue
-			}
-			isReady := ep.Conditions.Ready == nil || *ep.Conditions.Ready
-			isServing := isReady
-			if ep.Conditions.Serving != nil {
-				isServing = *ep.Conditions.Serving
-			}
-			if isReady {
-				acc.ready = append(acc.ready, *ep.NodeName)
-			}
-			if isServing {
-				acc.serving = append(acc.serving, *ep.NodeName)
-			}
-		}
-	}
-	out := make(map[string][]string, len(byKey))
-	for k, acc := range byKey {
-		list := acc.ready
-		if len(list) == 0 {
-			list = acc.serving
-		}
-		if len(list) == 0 {
-			continue
-		}
-		slices.Sort(list)
-		out[k] = slices.Compact(list)
-	}
+	out.Addrs = nodeaddr.Of(n, corev1.NodeInternalIP)
 	return out
 }
 
@@ -147,28 +91,10 @@ func EndpointNodes(eps []discoveryv1.EndpointSlice) map[string][]string {
 func PeerAddrs(nodes []corev1.Node, self netip.Addr, port int) []netip.AddrPort {
 	var out []netip.AddrPort
 	for i := range nodes {
-		if a, ok := NodeIP(&nodes[i], self.Is4()); ok {
+		if a, ok := nodeaddr.First(&nodes[i], corev1.NodeInternalIP, self.Is4()); ok {
 			out = append(out, netip.AddrPortFrom(a, uint16(port)))
 		}
 	}
 	slices.SortFunc(out, netip.AddrPort.Compare)
 	return slices.Compact(out)
-}
-
-// NodeIP returns the Node's first InternalIP of the family (IPv4 when v4).
-func NodeIP(n *corev1.Node, v4 bool) (netip.Addr, bool) {
-	for _, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP {
-			continue
-		}
-		ip, err := netip.ParseAddr(a.Address)
-		if err != nil {
-			continue
-		}
-		ip = ip.Unmap()
-		if ip.Is4() == v4 {
-			return ip, true
-		}
-	}
-	return netip.Addr{}, false
 }

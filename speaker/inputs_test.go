@@ -34,47 +34,6 @@ func slice(ns, svc string, eps ...ep) discoveryv1.EndpointSlice {
 	return s
 }
 
-func TestEndpointNodes(t *testing.T) {
-	yes, no := ptr.To(true), ptr.To(false)
-	tests := []struct {
-		name   string
-		slices []discoveryv1.EndpointSlice
-		want   map[string][]string
-	}{
-		{"none", nil, map[string][]string{}},
-		{"ready on two nodes, sorted, deduplicated", []discoveryv1.EndpointSlice{
-			slice("a", "s", ep{node: "n2", ready: yes}, ep{node: "n1", ready: yes}, ep{node: "n2", ready: yes}),
-		}, map[string][]string{"a/s": {"n1", "n2"}}},
-		{"nil ready counts as ready", []discoveryv1.EndpointSlice{slice("a", "s", ep{node: "n1"})},
-			map[string][]string{"a/s": {"n1"}}},
-		{"not ready and not serving: no node", []discoveryv1.EndpointSlice{slice("a", "s", ep{node: "n1", ready: no, serving: no})},
-			map[string][]string{}},
-		{"ready wins over serving-only", []discoveryv1.EndpointSlice{
-			slice("a", "s", ep{node: "n1", ready: yes, serving: yes}, ep{node: "n2", ready: no, serving: yes, terminating: yes}),
-		}, map[string][]string{"a/s": {"n1"}}},
-		{"terminating but serving, nothing ready: serving nodes", []discoveryv1.EndpointSlice{
-			slice("a", "s", ep{node: "n2", ready: no, serving: yes, terminating: yes}, ep{node: "n1", ready: no, serving: no, terminating: yes}),
-		}, map[string][]string{"a/s": {"n2"}}},
-		{"ready across two slices of one Service", []discoveryv1.EndpointSlice{
-			slice("a", "s", ep{node: "n1", ready: no, serving: yes}), slice("a", "s", ep{node: "n3", ready: yes}),
-		}, map[string][]string{"a/s": {"n3"}}},
-		{"no node name or no service label: ignored", []discoveryv1.EndpointSlice{
-			slice("a", "s", ep{ready: yes}),
-			{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "orphan"}, Endpoints: []discoveryv1.Endpoint{{NodeName: ptr.To("n1")}}},
-		}, map[string][]string{}},
-		{"namespaces kept apart", []discoveryv1.EndpointSlice{
-			slice("a", "s", ep{node: "n1"}), slice("b", "s", ep{node: "n2"}),
-		}, map[string][]string{"a/s": {"n1"}, "b/s": {"n2"}}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := EndpointNodes(tc.slices); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("got %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestNodeInput(t *testing.T) {
 	tests := []struct {
 		name string

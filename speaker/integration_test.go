@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
 )
 
@@ -264,7 +265,7 @@ func TestAdvertisementLifecycle(t *testing.T) {
 // allowed.
 func TestRefusesWithoutKey(t *testing.T) {
 	e := newEnv(t)
-	if err := e.c.Delete(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "herald-memberlist"}}); err != nil {
+	if err := e.c.Delete(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: config.DefaultMemberlistSecret}}); err != nil {
 		t.Fatal(err)
 	}
 	o := DefaultOptions()

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/config"
 )
 
 // TestKeyRotationFollowsTheSecret: an operator writes a new gossip key into the memberlist Secret; every running
@@ -28,10 +30,10 @@ func TestKeyRotationFollowsTheSecret(t *testing.T) {
 
 	newKey := bytes.Repeat([]byte{42}, 32)
 	var s corev1.Secret
-	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "herald-memberlist"}, &s); err != nil {
+	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: config.DefaultMemberlistSecret}, &s); err != nil {
 		t.Fatal(err)
 	}
-	s.Data[SecretKey] = newKey
+	s.Data[config.MemberlistKey] = newKey
 	if err := e.c.Update(e.ctx, &s); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/herald-lb/herald/config/nodeaddr"
 )
 
 // Herald's node-address keys. Each is read as an annotation first and, when
@@ -99,10 +101,10 @@ func NodeAddresses(node *corev1.Node) ([]corev1.NodeAddress, error) {
 	case len(provided) > 0:
 		internal = provided
 	default:
-		internal = statusIPs(node, corev1.NodeInternalIP)
+		internal = nodeaddr.Of(node, corev1.NodeInternalIP)
 	}
 	if len(external) == 0 && !hasKey(node, KeyExternalIP) {
-		external = statusIPs(node, corev1.NodeExternalIP)
+		external = nodeaddr.Of(node, corev1.NodeExternalIP)
 	}
 	if len(problems) == 0 && len(internal) == 0 {
 		problems = append(problems, AddressProblem{Key: KeyInternalIP, Source: "annotation", Reason: "no InternalIP: set the annotation " +
@@ -245,20 +247,6 @@ func providedNodeIPs(node *corev1.Node) ([]netip.Addr, []AddressProblem) {
 		out = append(out, ip)
 	}
 	return out, nil
-}
-
-// statusIPs are the node's reported addresses of one type.
-func statusIPs(node *corev1.Node, typ corev1.NodeAddressType) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range node.Status.Addresses {
-		if a.Type != typ {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a.Address); err == nil && !slices.Contains(out, ip) {
-			out = append(out, ip)
-		}
-	}
-	return out
 }
 
 // ProviderID is the node's provider ID: herald://<node name>.

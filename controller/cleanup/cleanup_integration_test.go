@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
@@ -178,7 +179,7 @@ func TestCleanupRemovesOnlyHeralds(t *testing.T) {
 	l2 := &v1beta1.ServiceL2Status{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cl-apps.lb"}, Status: v1beta1.ServiceL2StatusStatus{Node: "n1"}}
 	bgp := &v1beta1.ServiceBGPStatus{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cl-apps.lb.n1"}, Status: v1beta1.ServiceBGPStatusStatus{Node: "n1"}}
 	l2Elsewhere := &v1beta1.ServiceL2Status{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "cl-apps.lb"}}
-	memberlist := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-memberlist"}, Data: map[string][]byte{"secretkey": make([]byte, 32)}}
+	memberlist := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: config.DefaultMemberlistSecret}, Data: map[string][]byte{config.MemberlistKey: make([]byte, 32)}}
 	webhook := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-webhook-cert"}}
 	userSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "peer-password"}, StringData: map[string]string{"password": "x"}}
 	sameNameElsewhere := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "herald-memberlist"}}

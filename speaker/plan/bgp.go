@@ -12,10 +12,6 @@ import (
 	"github.com/herald-lb/herald/config"
 )
 
-// PasswordKey is the key of a BGPPeer's passwordSecret that holds the TCP
-// MD5 password.
-const PasswordKey = config.BGPPasswordKey
-
 // SecretRef names a key of a Secret in the install namespace. The zero
 // value means "no Secret".
 type SecretRef struct {
@@ -306,7 +302,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 			GracefulRestart: cp.GracefulRestart,
 		}
 		if cp.PasswordSecret != "" {
-			s.PasswordSecret = SecretRef{cp.PasswordSecret, PasswordKey}
+			s.PasswordSecret = SecretRef{cp.PasswordSecret, config.BGPPasswordKey}
 		}
 		if bp := cfg.BFDProfile(cp.BFDProfile); cp.BFDProfile != "" && bp != nil {
 			s.BFD = *bp

@@ -494,7 +494,7 @@ func TestBGPFromParse(t *testing.T) {
 	if got := renderRoutes(d); !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if len(d.Sessions) != 1 || d.Sessions[0].PasswordSecret != (SecretRef{"s", PasswordKey}) {
+	if len(d.Sessions) != 1 || d.Sessions[0].PasswordSecret != (SecretRef{"s", config.BGPPasswordKey}) {
 		t.Errorf("sessions: %+v", d.Sessions)
 	}
 }
