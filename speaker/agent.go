@@ -618,15 +618,24 @@ func (a *Agent) sync(ctx context.Context) error {
 	// so the others (and its own plans) may count it. Before, it is a
 	// member that no election chooses.
 	a.ml.SetReady(true)
-	sessions, err := a.syncBGP(ctx, in, want.BGP)
-	if err != nil {
-		return err
+	sessions, bgpErr := a.syncBGP(ctx, in, want.BGP)
+	if bgpErr == nil {
+		a.ready.Store(true)
 	}
-	if err := a.syncBGPStatus(ctx, snap.Services, bgpStatusByService(want.BGP.Routes, sessions), res.BGPNodesByService()); err != nil {
-		return err
+	// The status objects are reports: each kind is written on its own, and
+	// one that cannot be written (an RBAC error, a webhook, a conflict)
+	// neither keeps the other from being written nor the speaker from
+	// being ready. The loop retries what failed.
+	var errs []error
+	if bgpErr != nil {
+		errs = append(errs, bgpErr)
+	} else if err := a.syncBGPStatus(ctx, snap.Services, bgpStatusByService(want.BGP.Routes, sessions), res.BGPNodesByService()); err != nil {
+		errs = append(errs, err)
 	}
-	a.ready.Store(true)
-	return a.syncStatus(ctx, snap.Services, res.L2, a.ann.DefaultInterfaces())
+	if err := a.syncStatus(ctx, snap.Services, res.L2, a.ann.DefaultInterfaces()); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // followKey hands memberlist the gossip key the Secret holds now when it

@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
@@ -165,4 +166,55 @@ func TestUnreadableConfigurationKeepsAnnouncing(t *testing.T) {
 		return ""
 	})
 	e.allOnce(time.Minute, addrs, a, b)
+}
+
+// One kind of status object that cannot be written costs only itself: a
+// speaker that may not delete a stale ServiceBGPStatus (an RBAC error) still
+// writes the ServiceL2Status of the address it announces and reports ready.
+// Before, the failed BGP status write returned first: the L2 status was never
+// written and the readiness probe failed, on a node with no BGP at all.
+func TestStatusFailureCostsOnlyItsKind(t *testing.T) {
+	e := newEnv(t)
+	e.node("n1", "127.0.0.1", nil)
+	e.pool("lan", "192.0.2.0/27")
+	e.l2adv("lan", v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"lan"}})
+	e.service("s1", false, []string{"192.0.2.1"}, "n1")
+	// A ServiceBGPStatus of n1 from an earlier plan: the plan has no BGP,
+	// so the speaker deletes it, which it may not.
+	stale := &v1beta1.ServiceBGPStatus{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "stale-n1",
+		Labels: map[string]string{v1beta1.LabelNode: nodeLabelValue("n1")}}}
+	e.create(stale)
+
+	// An identity that may do everything but write ServiceBGPStatus.
+	user := "herald-no-bgpstatus-" + e.ns
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"", "discovery.k8s.io", "events.k8s.io", "coordination.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+		{APIGroups: []string{v1beta1.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{v1beta1.GroupVersion.Group}, Resources: []string{"servicel2statuses", "servicel2statuses/status"}, Verbs: []string{"*"}},
+	}}
+	e.create(role)
+	e.create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}})
+	t.Cleanup(func() { _ = e.c.Delete(e.ctx, role) })
+	cfg := rest.CopyConfig(srv.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	a := e.startSpeakerWith(cfg, "n1", "127.0.0.1")
+
+	e.eventually(time.Minute, "the ServiceL2Status of s1 names n1", func() string {
+		if st, ok := e.statusNode("s1"); !ok || st.Status.Node != "n1" {
+			return fmt.Sprintf("status %+v (found %v)", st.Status, ok)
+		}
+		return ""
+	})
+	e.eventually(30*time.Second, "n1 ready", func() string {
+		if !a.agent.ready.Load() {
+			return "not ready"
+		}
+		return ""
+	})
+	// The failure was real: the stale object is still there.
+	if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(stale), &v1beta1.ServiceBGPStatus{}); err != nil {
+		t.Errorf("the stale ServiceBGPStatus: %v (the identity should not have been able to delete it)", err)
+	}
 }
