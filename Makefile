@@ -279,6 +279,7 @@ verify-generated: $(CONTROLLER_GEN)
 ## bench: allocator benchmarks on one core
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./ipam/
+	$(GO) test -run '^$$' -bench '^BenchmarkParseAnd' -benchmem -cpu 1 ./announce/arp/ ./announce/ndp/
 
 ## fuzz: run every fuzz target for FUZZTIME (default 60s) each: the parsers of outside input (configuration objects,
 ## the objects the CRD schemas admit, Service annotations, the svclb environment, the tolerations annotation, the NLLB
@@ -288,7 +289,7 @@ bench:
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./config:FuzzParse ./config/crdtest:FuzzSchemaObjects ./ipam:FuzzParseRequest ./ipam:FuzzAllocator \
   ./svclb:FuzzParseEnv ./controller/svclb:FuzzTolerations ./nllb:FuzzParseUpstreams ./nllb/discovery:FuzzUpstreams \
-  ./nllb/kubeconfig:FuzzPatch ./webhook:FuzzReview ./speaker/plan:FuzzCompute ./announce/arp:FuzzARPParse \
+  ./nllb/kubeconfig:FuzzPatch ./controller/webhook:FuzzReview ./speaker/plan:FuzzCompute ./announce/arp:FuzzARPParse \
   ./announce/ndp:FuzzNDPParse ./announce/bfd:FuzzParse ./announce/bfd:FuzzSession
 fuzz:
 	for t in $(FUZZ_TARGETS); do \

@@ -1,28 +1,28 @@
 package arp
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+
+	mdarp "github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
 )
 
-// Frame layout (Ethernet II + ARP for IPv4 over Ethernet, RFC 826).
+// The frames are Ethernet II carrying ARP for IPv4 over Ethernet (RFC 826),
+// parsed and built with mdlayher/ethernet and mdlayher/arp; this file keeps
+// only the checks a responder needs on top of the codec.
 const (
-	ethHeaderLen = 14
-	arpLen       = 28
-	minFrameLen  = 60 // Ethernet minimum without FCS; replies are padded to it
+	minFrameLen = 60 // Ethernet minimum without FCS; the codec pads to it
 
-	etherTypeARP  = 0x0806
-	etherTypeIPv4 = 0x0800
-	hwEthernet    = 1
-
-	opRequest = 1
-	opReply   = 2
+	opRequest = mdarp.OperationRequest
+	opReply   = mdarp.OperationReply
 )
 
-var broadcast = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+var broadcast = ethernet.Broadcast
+
+var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
 // errNotRequest marks a well-formed ARP packet that is not a request (a
 // reply): nothing to answer, but not malformed either.
@@ -41,43 +41,53 @@ type request struct {
 // address. It returns errNotRequest for well-formed replies and another
 // error for anything malformed. It does not keep references to frame.
 func parseRequest(frame []byte) (request, error) {
-	if len(frame) < ethHeaderLen+arpLen {
+	var f ethernet.Frame
+	if err := f.UnmarshalBinary(frame); err != nil {
 		return request{}, fmt.Errorf("frame too short: %d bytes", len(frame))
 	}
-	if et := binary.BigEndian.Uint16(frame[12:14]); et != etherTypeARP {
-		return request{}, fmt.Errorf("ethertype %#04x is not ARP", et)
+	if f.VLAN != nil || f.ServiceVLAN != nil {
+		// The packet socket receives frames with their tag stripped; a
+		// tag still present is a frame for another VLAN.
+		return request{}, errors.New("VLAN-tagged frame")
 	}
-	p := frame[ethHeaderLen:]
-	if ht := binary.BigEndian.Uint16(p[0:2]); ht != hwEthernet {
-		return request{}, fmt.Errorf("hardware type %d is not Ethernet", ht)
+	if f.EtherType != ethernet.EtherTypeARP {
+		return request{}, fmt.Errorf("ethertype %#04x is not ARP", uint16(f.EtherType))
 	}
-	if pt := binary.BigEndian.Uint16(p[2:4]); pt != etherTypeIPv4 {
-		return request{}, fmt.Errorf("protocol type %#04x is not IPv4", pt)
+	if len(f.Payload) >= 8 && (f.Payload[4] != 6 || f.Payload[5] != 4) {
+		// The codec reads any lengths; a responder for IPv4 over
+		// Ethernet takes only these.
+		return request{}, fmt.Errorf("address lengths %d/%d, want 6/4", f.Payload[4], f.Payload[5])
 	}
-	if p[4] != 6 || p[5] != 4 {
-		return request{}, fmt.Errorf("address lengths %d/%d, want 6/4", p[4], p[5])
+	var p mdarp.Packet
+	if err := p.UnmarshalBinary(f.Payload); err != nil {
+		return request{}, fmt.Errorf("frame too short: %d bytes", len(frame))
 	}
-	op := binary.BigEndian.Uint16(p[6:8])
-	if op != opRequest && op != opReply {
-		return request{}, fmt.Errorf("operation %d", op)
+	if p.HardwareType != 1 {
+		return request{}, fmt.Errorf("hardware type %d is not Ethernet", p.HardwareType)
+	}
+	if p.ProtocolType != uint16(ethernet.EtherTypeIPv4) {
+		return request{}, fmt.Errorf("protocol type %#04x is not IPv4", p.ProtocolType)
+	}
+	if p.Operation != opRequest && p.Operation != opReply {
+		return request{}, fmt.Errorf("operation %d", p.Operation)
 	}
 	r := request{
-		EthDst:   clone(frame[0:6]),
-		EthSrc:   clone(frame[6:12]),
-		SenderHW: clone(p[8:14]),
-		SenderIP: netip.AddrFrom4([4]byte(p[14:18])),
-		Target:   netip.AddrFrom4([4]byte(p[24:28])),
+		EthDst:   clone(f.Destination),
+		EthSrc:   clone(f.Source),
+		SenderHW: clone(p.SenderHardwareAddr),
+		SenderIP: p.SenderIP,
+		Target:   p.TargetIP,
 	}
 	if r.EthSrc[0]&1 != 0 || r.SenderHW[0]&1 != 0 {
 		return request{}, fmt.Errorf("multicast sender address %s/%s", r.EthSrc, r.SenderHW)
 	}
-	if r.SenderIP.IsMulticast() || r.SenderIP == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+	if r.SenderIP.IsMulticast() || r.SenderIP == limitedBroadcast {
 		return request{}, fmt.Errorf("sender protocol address %s", r.SenderIP)
 	}
-	if op != opRequest {
+	if p.Operation != opRequest {
 		return request{}, errNotRequest
 	}
-	if r.Target.IsUnspecified() || r.Target.IsMulticast() || r.Target == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+	if r.Target.IsUnspecified() || r.Target.IsMulticast() || r.Target == limitedBroadcast {
 		return request{}, fmt.Errorf("target %s", r.Target)
 	}
 	return r, nil
@@ -85,22 +95,23 @@ func parseRequest(frame []byte) (request, error) {
 
 func clone(b []byte) net.HardwareAddr { return append(net.HardwareAddr(nil), b...) }
 
-// encode builds an ARP frame padded to the Ethernet minimum.
-func encode(ethDst, ethSrc net.HardwareAddr, op uint16, sha net.HardwareAddr, spa netip.Addr, tha net.HardwareAddr, tpa netip.Addr) []byte {
-	b := make([]byte, minFrameLen)
-	copy(b[0:6], ethDst)
-	copy(b[6:12], ethSrc)
-	binary.BigEndian.PutUint16(b[12:14], etherTypeARP)
-	p := b[ethHeaderLen:]
-	binary.BigEndian.PutUint16(p[0:2], hwEthernet)
-	binary.BigEndian.PutUint16(p[2:4], etherTypeIPv4)
-	p[4], p[5] = 6, 4
-	binary.BigEndian.PutUint16(p[6:8], op)
-	copy(p[8:14], sha)
-	s4, t4 := spa.As4(), tpa.As4()
-	copy(p[14:18], s4[:])
-	copy(p[18:24], tha)
-	copy(p[24:28], t4[:])
+// encode builds an ARP frame padded to the Ethernet minimum. The arguments
+// are the responder's own (IPv4, Ethernet MACs), so the codec never refuses
+// them; a refusal would be a bug, and it panics.
+func encode(ethDst, ethSrc net.HardwareAddr, op mdarp.Operation, sha net.HardwareAddr, spa netip.Addr, tha net.HardwareAddr, tpa netip.Addr) []byte {
+	p := &mdarp.Packet{
+		HardwareType: 1, ProtocolType: uint16(ethernet.EtherTypeIPv4), HardwareAddrLength: 6, IPLength: 4,
+		Operation: op, SenderHardwareAddr: sha, SenderIP: spa, TargetHardwareAddr: tha, TargetIP: tpa,
+	}
+	pb, err := p.MarshalBinary()
+	if err != nil {
+		panic(fmt.Sprintf("arp: marshal %+v: %v", p, err))
+	}
+	f := &ethernet.Frame{Destination: ethDst, Source: ethSrc, EtherType: ethernet.EtherTypeARP, Payload: pb}
+	b, err := f.MarshalBinary()
+	if err != nil {
+		panic(fmt.Sprintf("arp: marshal frame: %v", err))
+	}
 	return b
 }
 

@@ -159,3 +159,17 @@ func FuzzARPParse(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParseAndReply: one request parsed and answered, the responder's
+// per-packet work (make bench: figures in docs/benchmarks.md).
+func BenchmarkParseAndReply(b *testing.B) {
+	req := encode(broadcast, macC, opRequest, macC, ipC, zeroHW, ipLB)
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := parseRequest(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = reply(r, macA)
+	}
+}

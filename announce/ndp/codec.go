@@ -5,23 +5,19 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+
+	mdndp "github.com/mdlayher/ndp"
+	"golang.org/x/net/ipv6"
 )
 
 // ICMPv6 Neighbor Discovery (RFC 4861) messages as raw ICMPv6 sockets carry
-// them: no IPv6 header; the kernel fills and checks the checksum.
+// them: no IPv6 header; the kernel fills and checks the checksum. They are
+// parsed and built with mdlayher/ndp; this file keeps only the checks of
+// RFC 4861 7.1.1 a responder applies on top of the codec.
 const (
-	typeNS = 135
-	typeNA = 136
+	typeNS = uint8(ipv6.ICMPTypeNeighborSolicitation)
 
 	nsMinLen = 24 // type, code, checksum, reserved, target
-	naLen    = 32 // with one target link-layer address option
-
-	optSourceLL = 1
-	optTargetLL = 2
-
-	flagRouter    = 0x80
-	flagSolicited = 0x40
-	flagOverride  = 0x20
 )
 
 var allNodes = netip.MustParseAddr("ff02::1")
@@ -52,6 +48,8 @@ func parseNS(b []byte) (solicitation, error) {
 	if len(b) < nsMinLen {
 		return solicitation{}, fmt.Errorf("solicitation too short: %d bytes", len(b))
 	}
+	// The target is checked before the options so that a bad target is
+	// named as such (the codec's error does not say which part failed).
 	s := solicitation{Target: netip.AddrFrom16([16]byte(b[8:24]))}
 	if s.Target.IsMulticast() {
 		return solicitation{}, fmt.Errorf("multicast target %s", s.Target)
@@ -61,24 +59,21 @@ func parseNS(b []byte) (solicitation, error) {
 		// advertisement for it is refused by other implementations).
 		return solicitation{}, fmt.Errorf("target %s", s.Target)
 	}
-	for opts := b[nsMinLen:]; len(opts) > 0; {
-		if len(opts) < 2 {
-			return solicitation{}, fmt.Errorf("truncated option")
-		}
-		n := int(opts[1]) * 8
-		if n == 0 {
-			return solicitation{}, fmt.Errorf("option %d with length 0", opts[0])
-		}
-		if n > len(opts) {
-			return solicitation{}, fmt.Errorf("option %d overruns the message", opts[0])
-		}
-		if opts[0] == optSourceLL && s.SourceLL == nil {
-			if n != 8 {
-				return solicitation{}, fmt.Errorf("source link-layer option of %d bytes, want 8 (Ethernet)", n)
+	m, err := mdndp.ParseMessage(b)
+	if err != nil {
+		return solicitation{}, fmt.Errorf("malformed options: %w", err)
+	}
+	ns, ok := m.(*mdndp.NeighborSolicitation)
+	if !ok {
+		return solicitation{}, fmt.Errorf("parsed as %T", m)
+	}
+	for _, o := range ns.Options {
+		if ll, ok := o.(*mdndp.LinkLayerAddress); ok && ll.Direction == mdndp.Source && s.SourceLL == nil {
+			if len(ll.Addr) != 6 {
+				return solicitation{}, fmt.Errorf("source link-layer option of %d bytes, want 6 (Ethernet)", len(ll.Addr))
 			}
-			s.SourceLL = append(net.HardwareAddr(nil), opts[2:8]...)
+			s.SourceLL = append(net.HardwareAddr(nil), ll.Addr...)
 		}
-		opts = opts[n:]
 	}
 	return s, nil
 }
@@ -118,17 +113,16 @@ func isSolicitedNode(a netip.Addr) bool {
 
 // marshalNA builds a neighbour advertisement for target with mac as the
 // target link-layer address, Override set (the address moves between
-// nodes), Router clear, Solicited as given.
+// nodes), Router clear, Solicited as given. Its arguments are the
+// responder's own (an IPv6 unicast address, an Ethernet MAC), so the codec
+// never refuses them; a refusal would be a bug, and it panics.
 func marshalNA(target netip.Addr, mac net.HardwareAddr, solicited bool) []byte {
-	b := make([]byte, naLen)
-	b[0] = typeNA
-	b[4] = flagOverride
-	if solicited {
-		b[4] |= flagSolicited
+	b, err := mdndp.MarshalMessage(&mdndp.NeighborAdvertisement{
+		Override: true, Solicited: solicited, TargetAddress: target,
+		Options: []mdndp.Option{&mdndp.LinkLayerAddress{Direction: mdndp.Target, Addr: mac}},
+	})
+	if err != nil {
+		panic(fmt.Sprintf("ndp: marshal advertisement for %s: %v", target, err))
 	}
-	t := target.As16()
-	copy(b[8:24], t[:])
-	b[24], b[25] = optTargetLL, 1
-	copy(b[26:32], mac)
 	return b
 }
