@@ -29,11 +29,11 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		inUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "herald_allocator_addresses_in_use_total",
+			Name: "herald_allocator_addresses_in_use",
 			Help: "Addresses of the pool assigned to at least one Service.",
 		}, []string{"pool"}),
 		total: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "herald_allocator_addresses_total",
+			Name: "herald_allocator_addresses",
 			Help: "Addresses the pool can give out (IPv6 pools may be very large; float precision).",
 		}, []string{"pool"}),
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{

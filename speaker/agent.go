@@ -655,7 +655,7 @@ func (a *Agent) followKey() {
 	if err := a.ml.SetKey(k); err != nil {
 		if !a.keyWarned {
 			a.log.Warn("the memberlist key Secret changed and the new key cannot be used; this speaker keeps its key",
-				"secret", a.o.Namespace+"/"+a.o.MemberlistSecret, "err", err)
+				"secret", a.o.Namespace+"/"+a.o.MemberlistSecret, "error", err)
 		}
 		a.keyWarned = true
 		return

@@ -250,7 +250,7 @@ func (a *Agent) bgpSessions() []bgpSession {
 	defer cancel()
 	stats, err := a.bgp.Stats(ctx)
 	if err != nil {
-		a.log.Debug("BGP counters read in part", "err", err)
+		a.log.Debug("BGP counters read in part", "error", err)
 	}
 	byAddr := map[netip.Addr]*bgp.PeerStats{}
 	for i := range stats {

@@ -2,8 +2,9 @@
 // with the host network, it makes the node answer for the LoadBalancer
 // addresses it is elected for.
 //
-// It follows the shape in DESIGN.md ("The speaker's shape"): the edges feed
-// a pure planner and apply the node's part of its result.
+// It has the shape of every Herald component (docs/design-choices.md, "From a
+// Service to the wire"): the edges feed a pure planner and apply the node's
+// part of its result.
 //
 //	cache (Services, EndpointSlices, Nodes, config,     memberlist (members)
 //	       ServiceL2Status, the key Secret)                  |

@@ -419,7 +419,7 @@ func (m *Members) join(addrs []netip.AddrPort, rejoin bool) {
 				if rejoin {
 					level = slog.LevelDebug
 				}
-				m.log.Log(context.Background(), level, "join failed", "peer", a, "rejoin", rejoin, "err", err)
+				m.log.Log(context.Background(), level, "join failed", "peer", a, "rejoin", rejoin, "error", err)
 				return
 			}
 			m.joins.Add(1)

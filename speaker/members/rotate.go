@@ -140,7 +140,7 @@ func (m *Members) rotate() {
 	switch {
 	case s.use != nil:
 		if err := ring.UseKey(s.use); err != nil {
-			m.log.Warn("using the new gossip key", "err", err)
+			m.log.Warn("using the new gossip key", "error", err)
 			return
 		}
 		m.log.Info("gossip key in use: every member has it", "key", fmt.Sprintf("%x", fingerprintOf(s.use)))
@@ -148,7 +148,7 @@ func (m *Members) rotate() {
 	case s.remove != nil:
 		for _, k := range s.remove {
 			if err := ring.RemoveKey(k); err != nil {
-				m.log.Warn("removing an old gossip key", "err", err)
+				m.log.Warn("removing an old gossip key", "error", err)
 				return
 			}
 		}
@@ -162,7 +162,7 @@ func (m *Members) rotate() {
 func (m *Members) advertise(what string) {
 	go func() {
 		if err := m.ml.UpdateNode(time.Second); err != nil {
-			m.log.Warn("advertising "+what, "err", err)
+			m.log.Warn("advertising "+what, "error", err)
 		}
 	}()
 }

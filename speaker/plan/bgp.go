@@ -193,11 +193,11 @@ type bgpAdv struct {
 	large      [][3]uint32
 	stdStr     []string
 	largeStr   []string
-	nodes      []uint64 // the qualifying nodes it selects
+	nodes      bitset // the qualifying nodes it selects
 	// peerNodes are the nodes with a session to one of its peers.
-	peerNodes []uint64
+	peerNodes bitset
 	// peerMask is the bitset of its peers.
-	peerMask []uint64
+	peerMask bitset
 }
 
 type bgpAddr struct {
@@ -208,20 +208,9 @@ type bgpAddr struct {
 	advs []int32
 	// qual are the nodes that qualify for the address: eligible and, for
 	// each Local Service holding it, with an endpoint.
-	qual []uint64
+	qual bitset
 	// by are the nodes that advertise it.
-	by []uint64
-}
-
-func has(set []uint64, k int) bool { return set[k/64]&(1<<(k%64)) != 0 }
-
-func empty(set []uint64) bool {
-	for _, w := range set {
-		if w != 0 {
-			return false
-		}
-	}
-	return true
+	by bitset
 }
 
 // bgpInput is what the layer 2 part of Compute has worked out already.
@@ -259,7 +248,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 	}
 	slices.SortFunc(keep, func(a, b *Node) int { return strings.Compare(a.Name, b.Name) })
 	nn := len(keep)
-	w := (nn + 63) / 64
+	w := words(nn)
 	p.words = w
 	p.nodes = make([]string, nn)
 	p.routerID = make([]netip.Addr, nn)
@@ -275,7 +264,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 			}
 		}
 		if !nd.NetworkUnavailable && !nd.Excluded {
-			eligible[k/64] |= 1 << (k % 64)
+			bitset(eligible).set(k)
 		}
 	}
 
@@ -317,7 +306,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 				idIssues = append(idIssues, BGPIssue{Reason: NoRouterID, Peer: cp.Name, Node: nd.Name})
 				continue
 			}
-			bs[k/64] |= 1 << (k % 64)
+			bitset(bs).set(k)
 		}
 	}
 
@@ -340,8 +329,8 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 		a.nodes = bits2[2*ai*w : (2*ai+1)*w : (2*ai+1)*w]
 		a.peerNodes = bits2[(2*ai+1)*w : (2*ai+2)*w : (2*ai+2)*w]
 		for k, nd := range keep {
-			if has(eligible, k) && selects(ca.NodeSelectors, nd.Labels) {
-				a.nodes[k/64] |= 1 << (k % 64)
+			if bitset(eligible).has(k) && selects(ca.NodeSelectors, nd.Labels) {
+				a.nodes.set(k)
 			}
 		}
 		if len(ca.Peers) == 0 {
@@ -358,10 +347,10 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 			slices.Sort(a.peers)
 			a.peers = slices.Compact(a.peers)
 		}
-		a.peerMask = make([]uint64, (len(peers)+63)/64)
+		a.peerMask = newBitset(len(peers))
 		for _, pi := range a.peers {
-			a.peerMask[pi/64] |= 1 << (pi % 64)
-			or(a.peerNodes, p.sessions[int(pi)*w:int(pi+1)*w])
+			a.peerMask.set(int(pi))
+			a.peerNodes.or(p.sessions[int(pi)*w : int(pi+1)*w])
 			if a.localPref != 0 && !p.peers[pi].IBGP() {
 				prefIssues = append(prefIssues, BGPIssue{Reason: LocalPrefNotSent, Advertisement: a.name, Peer: p.peers[pi].Name})
 			}
@@ -406,7 +395,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 			clear(scratch)
 			for _, e := range s.EndpointNodes {
 				if k, ok := index[e]; ok {
-					scratch[k/64] |= 1 << (k % 64)
+					bitset(scratch).set(k)
 				}
 			}
 		}
@@ -437,9 +426,9 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 				}
 			}
 			switch {
-			case empty(sel):
+			case bitset(sel).empty():
 				reason = NoEligibleNode
-			case empty(b):
+			case bitset(b).empty():
 				reason = NoBGPPeer
 			}
 		}
@@ -609,12 +598,12 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 		return d
 	}
 	w := p.words
-	up := make([]uint64, (len(p.peers)+63)/64)
+	up := newBitset(len(p.peers))
 	for pi, s := range p.peers {
-		if !has(p.sessions[pi*w:(pi+1)*w], k) {
+		if !bitset(p.sessions[pi*w : (pi+1)*w]).has(k) {
 			continue
 		}
-		up[pi/64] |= 1 << (pi % 64)
+		up.set(pi)
 		if !s.RouterID.IsValid() {
 			s.RouterID = p.routerID[k]
 		}
@@ -628,7 +617,7 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 	live := make([]bool, len(p.advs))
 	for ai := range p.advs {
 		a := &p.advs[ai]
-		if !has(a.nodes, k) {
+		if !a.nodes.has(k) {
 			continue
 		}
 		for j := range up {
@@ -645,7 +634,7 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 	cs := make([]contrib, 0, len(p.addrs))
 	for i := range p.addrs {
 		a := &p.addrs[i]
-		if !has(a.by, k) {
+		if !a.by.has(k) {
 			continue
 		}
 		for _, ai := range a.advs {
@@ -711,7 +700,7 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 				word &= word - 1
 				s0 := len(setBuf)
 				for _, ai := range advIdx {
-					if has(p.advs[ai].peerMask, int(pi)) {
+					if p.advs[ai].peerMask.has(int(pi)) {
 						setBuf = append(setBuf, ai)
 					}
 				}
@@ -862,7 +851,7 @@ func (r Result) BGPNodesByService() map[string][]string {
 				set = make([]uint64, w)
 				acc[key] = set
 			}
-			or(set, a.by)
+			bitset(set).or(a.by)
 		}
 	}
 	for key, set := range acc {

@@ -200,7 +200,7 @@ func Compute(in Inputs) Result {
 			clear(scratch)
 			for _, e := range s.EndpointNodes {
 				if k, ok := ns.index[e]; ok {
-					scratch[k/64] |= 1 << (k % 64)
+					bitset(scratch).set(k)
 				}
 			}
 		}
@@ -413,7 +413,7 @@ func newNodeSet(nodes []Node, alive []string) *nodeSet {
 		labels: make([]labels.Set, len(keep)),
 		hash:   make([]uint64, len(keep)),
 		index:  make(map[string]int, len(keep)),
-		words:  (len(keep) + 63) / 64,
+		words:  words(len(keep)),
 	}
 	for i, nd := range keep {
 		ns.names[i] = nd.Name
@@ -474,7 +474,7 @@ func newPoolTable(cfg *config.Config, ns *nodeSet) *poolTable {
 		bs := t.advNodes[a*w : (a+1)*w]
 		for k := range ns.names {
 			if selects(adv.NodeSelectors, ns.labels[k]) {
-				bs[k/64] |= 1 << (k % 64)
+				bitset(bs).set(k)
 			}
 		}
 		for p, pool := range cfg.Pools {
@@ -482,16 +482,10 @@ func newPoolTable(cfg *config.Config, ns *nodeSet) *poolTable {
 				continue
 			}
 			t.advertised[p] = true
-			or(t.cands[p*w:(p+1)*w], bs)
+			bitset(t.cands[p*w:(p+1)*w]).or(bs)
 		}
 	}
 	return t
-}
-
-func or(dst, src []uint64) {
-	for i := range dst {
-		dst[i] |= src[i]
-	}
 }
 
 // selects reports whether a node with labels l matches: no selectors match
@@ -533,7 +527,7 @@ func (t *poolTable) interfaces(p, k int) []string {
 	var out []string
 	all := false
 	for a, adv := range t.cfg.L2Advertisements {
-		if t.advNodes[a*t.words+k/64]&(1<<(k%64)) == 0 || !slices.Contains(adv.Pools, name) {
+		if !bitset(t.advNodes[a*t.words:(a+1)*t.words]).has(k) || !slices.Contains(adv.Pools, name) {
 			continue
 		}
 		if len(adv.Interfaces) == 0 {
