@@ -482,7 +482,7 @@ func newPoolTable(cfg *config.Config, ns *nodeSet) *poolTable {
 				continue
 			}
 			t.advertised[p] = true
-			bitset(t.cands[p*w:(p+1)*w]).or(bs)
+			bitset(t.cands[p*w : (p+1)*w]).or(bs)
 		}
 	}
 	return t
