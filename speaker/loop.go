@@ -1,0 +1,238 @@
+package speaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/configobjs"
+	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/speaker/plan"
+)
+
+func (a *Agent) trigger() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// watched are the kinds whose every change re-plans. The configuration
+// kinds are watched as unstructured objects (configobjs): one object the
+// typed decoder cannot read must not stop the cache.
+func (a *Agent) watched() []client.Object {
+	return append([]client.Object{
+		&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{}, &v1beta1.ServiceL2Status{}, &corev1.Secret{},
+	}, configobjs.Kinds()...)
+}
+
+// loop is the level-triggered loop: every input change (watches,
+// memberlist) re-plans from the whole cached state. Changes arriving during
+// a plan are coalesced into one more plan.
+func (a *Agent) loop(ctx context.Context) error {
+	h := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.trigger() },
+		UpdateFunc: func(any, any) { a.trigger() },
+		DeleteFunc: func(any) { a.trigger() },
+	}
+	for _, obj := range a.watched() {
+		inf, err := a.mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return err
+		}
+	}
+	if !a.mgr.GetCache().WaitForCacheSync(ctx) {
+		return nil
+	}
+	a.waitForPeers(ctx)
+
+	var retry <-chan time.Time
+	a.trigger()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.kick:
+		case <-a.ml.Changes():
+		case <-a.ann.DefaultChanged(): // the status names the interfaces
+		case <-retry:
+		}
+		retry = nil
+		if err := a.sync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			a.log.Warn("sync failed, retrying", "error", err)
+			retry = time.After(time.Second)
+		}
+	}
+}
+
+// waitForPeers gives memberlist up to JoinWait to see another speaker
+// before the first plan, when other nodes exist.
+func (a *Agent) waitForPeers(ctx context.Context) {
+	var nodes corev1.NodeList
+	if err := a.c.List(ctx, &nodes); err != nil {
+		return
+	}
+	peers := PeerAddrs(nodes.Items, a.ml.Addr().Addr(), int(a.ml.Addr().Port()))
+	a.ml.SetPeers(peers)
+	others := 0
+	for _, p := range peers {
+		if p != a.ml.Addr() {
+			others++
+		}
+	}
+	if others == 0 {
+		return
+	}
+	deadline := time.After(a.o.JoinWait)
+	for len(a.ml.Joined()) < 2 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline:
+			a.log.Warn("no other speaker alive yet; planning with this node alone", "peers", len(peers))
+			return
+		case <-a.ml.Changes():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// snapshot reads the cache.
+func (a *Agent) snapshot(ctx context.Context) (Snapshot, error) {
+	var svcs corev1.ServiceList
+	var eps discoveryv1.EndpointSliceList
+	var nodes corev1.NodeList
+	for _, l := range []client.ObjectList{&svcs, &eps, &nodes} {
+		if err := a.c.List(ctx, l); err != nil {
+			return Snapshot{}, err
+		}
+	}
+	objs, err := a.listConfig(ctx)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	res := config.ParseKeepingLastValid(objs)
+	if p := res.Problems(); p.Error() != a.problems {
+		a.problems = p.Error()
+		if len(p) > 0 {
+			a.log.Info("configuration problems (the controller reports them on the objects; the speaker uses the valid or last valid objects)", "problems", p.Error())
+		}
+	}
+	return Snapshot{
+		Config:    res.Config,
+		Services:  svcs.Items,
+		Slices:    eps.Items,
+		Nodes:     nodes.Items,
+		Alive:     a.ml.Alive(),
+		OnlyClass: a.o.OnlyClass,
+	}, nil
+}
+
+// listConfig reads the configuration from the cache (the client would read
+// unstructured objects from the API server).
+func (a *Agent) listConfig(ctx context.Context) (config.Objects, error) {
+	return a.configLister.List(ctx, a.mgr.GetCache(), a.o.Namespace)
+}
+
+// sync plans from the cache and applies the node's part: the announcer,
+// the metrics and the ServiceL2Status objects.
+func (a *Agent) sync(ctx context.Context) error {
+	snap, err := a.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	a.ml.SetPeers(PeerAddrs(snap.Nodes, a.ml.Addr().Addr(), int(a.ml.Addr().Port())))
+	a.followKey()
+	in := BuildInputs(snap)
+	res := plan.Compute(in)
+	want := res.For(a.o.NodeName)
+
+	desired := make(map[netip.Addr][]string, len(want.L2))
+	for _, l := range want.L2 {
+		desired[l.Addr] = l.Interfaces
+	}
+	if a.applied == nil || !maps.EqualFunc(desired, a.applied, slices.Equal) {
+		a.logChanges(a.applied, desired)
+		if err := a.ann.SetL2(desired); err != nil {
+			// Set is idempotent and applies every valid entry; what it
+			// rejects would be rejected again.
+			a.log.Warn("announcer rejected part of the plan", "error", err)
+		}
+		a.applied = desired
+	}
+	// A speaker that arrived in this speaker's view may have announced
+	// some of these addresses while it could not see us (a partition, or
+	// a restart that came back before it was declared dead): the clients
+	// may hold its MAC. Announce ours again so they come back.
+	if arr := a.ml.Stats().Arrivals; arr != a.arrivals {
+		if a.arrivals != 0 && len(desired) > 0 {
+			a.log.Info("a speaker arrived: announcing again", "addresses", len(desired))
+			a.ann.Reannounce()
+		}
+		a.arrivals = arr
+	}
+	a.met.setAnnounced(a.o.NodeName, want.L2)
+	a.met.plans.Inc()
+	// The cache has synced, a plan is computed and the responders carry
+	// it: from now on this speaker can answer for what it is elected for,
+	// so the others (and its own plans) may count it. Before, it is a
+	// member that no election chooses.
+	a.ml.SetReady(true)
+	sessions, bgpErr := a.syncBGP(ctx, in, want.BGP)
+	if bgpErr == nil {
+		a.ready.Store(true)
+	}
+	// The status objects are reports: each kind is written on its own, and
+	// one that cannot be written (an RBAC error, a webhook, a conflict)
+	// neither keeps the other from being written nor the speaker from
+	// being ready. The loop retries what failed.
+	var errs []error
+	if bgpErr != nil {
+		errs = append(errs, bgpErr)
+	} else if err := a.syncBGPStatus(ctx, snap.Services, bgpStatusByService(want.BGP.Routes, sessions), res.BGPNodesByService()); err != nil {
+		errs = append(errs, err)
+	}
+	if err := a.syncStatus(ctx, snap.Services, res.L2, a.ann.DefaultInterfaces()); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (a *Agent) logChanges(old, now map[netip.Addr][]string) {
+	for ad, ifs := range now {
+		if prev, ok := old[ad]; !ok {
+			a.log.Info("announcing", "address", ad.String(), "interfaces", ifaceLog(ifs))
+		} else if !slices.Equal(prev, ifs) {
+			a.log.Info("announcing on other interfaces", "address", ad.String(), "interfaces", ifaceLog(ifs))
+		}
+	}
+	for ad := range old {
+		if _, ok := now[ad]; !ok {
+			a.log.Info("no longer announcing", "address", ad.String())
+		}
+	}
+}
+
+func ifaceLog(ifs []string) any {
+	if ifs == nil {
+		return "all eligible"
+	}
+	return ifs
+}
