@@ -22,6 +22,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -277,39 +279,26 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	errs := make(chan error, len(balancers)+5)
+	// Every part runs until ctx ends; the first to fail ends the others,
+	// and Run returns its error once all have returned.
+	g, ctx := errgroup.WithContext(ctx)
 	for _, b := range balancers {
-		go func() { errs <- b.Serve(ctx) }()
+		g.Go(func() error { return b.Serve(ctx) })
 	}
-	running := len(balancers)
 	if o.KubeconfigOut != "" {
-		running++
-		go func() { errs <- syncKubeconfig(ctx, o, lbURL, log) }()
+		g.Go(func() error { return syncKubeconfig(ctx, o, lbURL, log) })
 	}
 	if watcher != nil {
-		running++
-		go func() { errs <- watcher.Run(ctx) }()
+		g.Go(func() error { return watcher.Run(ctx) })
 	}
 	if follower != nil {
-		running++
-		go func() { errs <- follower.Run(ctx) }()
+		g.Go(func() error { return follower.Run(ctx) })
 	}
-	running++
-	go func() { errs <- seedsR.Run(ctx, o.SeedResolveInterval, seedsChanged) }()
+	g.Go(func() error { return seedsR.Run(ctx, o.SeedResolveInterval, seedsChanged) })
 	if o.MetricsAddr != "" {
-		running++
-		go func() { errs <- serveMetrics(ctx, o.MetricsAddr) }()
+		g.Go(func() error { return serveMetrics(ctx, o.MetricsAddr) })
 	}
-	var first error
-	for range running {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-			stop()
-		}
-	}
-	return first
+	return g.Wait()
 }
 
 // start is what a node starts from, local files only.
