@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/config/configobjs"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -23,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/controller"
 )
 
 // The RBAC tests install the chart's ServiceAccounts and RBAC objects (rendered by helm, applied for real) in
@@ -61,7 +62,7 @@ func newClients(t *testing.T, cfg *rest.Config) clients {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: controller.Scheme()})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: configobjs.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/config/configobjs"
+
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -87,7 +89,7 @@ func TestWebhookThroughServiceEndpoints(t *testing.T) {
 			}
 		}
 	}
-	admin, err := client.New(es.Config, client.Options{Scheme: controller.Scheme()})
+	admin, err := client.New(es.Config, client.Options{Scheme: configobjs.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/config/configobjs"
+
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -67,7 +69,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	c, err := client.New(srv.Config, client.Options{Scheme: Scheme()})
+	c, err := client.New(srv.Config, client.Options{Scheme: configobjs.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/config/configobjs"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -261,7 +263,7 @@ func (e *env) createBurst(prefix string, n, writers int) (started, returned map[
 	started, returned = map[string]time.Time{}, map[string]time.Time{}
 	var wg sync.WaitGroup
 	for w := 0; w < writers; w++ {
-		c, err := client.New(srv.Config, client.Options{Scheme: Scheme()})
+		c, err := client.New(srv.Config, client.Options{Scheme: configobjs.Scheme()})
 		if err != nil {
 			e.t.Fatal(err)
 		}

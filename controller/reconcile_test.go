@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/config/configobjs"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,7 +69,7 @@ func newFakeEnv(t *testing.T, cached, live []client.Object) *fakeEnv {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}
 	build := func(objs []client.Object) client.Client {
 		all := append([]client.Object{pool.DeepCopy(), ns.DeepCopy()}, objs...)
-		return fake.NewClientBuilder().WithScheme(Scheme()).
+		return fake.NewClientBuilder().WithScheme(configobjs.Scheme()).
 			WithStatusSubresource(&corev1.Service{}, &v1beta1.IPAddressPool{}).
 			WithObjects(all...).Build()
 	}

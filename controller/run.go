@@ -12,9 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,7 +30,6 @@ import (
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/configobjs"
-	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller/webhook"
 	"github.com/herald-lb/herald/internal/metricsserve"
 	"github.com/herald-lb/herald/ipam"
@@ -153,24 +150,12 @@ func (o Options) RESTConfig(cfg *rest.Config) *rest.Config {
 	return c
 }
 
-// Scheme returns a scheme with the Kubernetes and Herald types.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1beta1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
-
 // ManagerOptions are the controller-runtime settings for o: the scheme, the
 // configuration kinds cached only in the install namespace, leader election,
 // metrics and probes.
 func ManagerOptions(o Options) ctrl.Options {
 	mo := ctrl.Options{
-		Scheme:                        Scheme(),
+		Scheme:                        configobjs.Scheme(),
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.Namespace,

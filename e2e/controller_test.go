@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/config/configobjs"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/controller"
 	"github.com/herald-lb/herald/ipam"
 )
 
@@ -54,7 +55,7 @@ func TestControllerInCluster(t *testing.T) {
 		t.Fatalf("installing the controller: %v", err)
 	}
 	t.Cleanup(func() { _ = removeHerald(context.Background()) })
-	c, err := client.New(cluster.RESTConfig(), client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(cluster.RESTConfig(), client.Options{Scheme: configobjs.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

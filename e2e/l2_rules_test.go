@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/config/configobjs"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,7 +29,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/controller"
 	"github.com/herald-lb/herald/e2e"
 	"github.com/herald-lb/herald/ipam"
 	"github.com/herald-lb/herald/speaker"
@@ -153,7 +154,7 @@ func installSpeakers(t *testing.T, ctx context.Context) *heraldFixture {
 		t.Fatalf("installing the controller and the speakers: %v", err)
 	}
 	t.Cleanup(func() { _ = removeHerald(context.Background()) })
-	c, err := client.New(cluster.RESTConfig(), client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(cluster.RESTConfig(), client.Options{Scheme: configobjs.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

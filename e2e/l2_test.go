@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/config/configobjs"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/controller"
 	"github.com/herald-lb/herald/e2e"
 	"github.com/herald-lb/herald/ipam"
 	"github.com/herald-lb/herald/speaker"
@@ -105,7 +106,7 @@ func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
 		t.Fatalf("installing the controller and the speakers: %v", err)
 	}
 	t.Cleanup(func() { _ = removeHerald(context.Background()) })
-	c, err := client.New(cluster.RESTConfig(), client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(cluster.RESTConfig(), client.Options{Scheme: configobjs.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	}
 	configobjs.CacheInNamespace(byObject, o.Namespace)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 Scheme(),
+		Scheme:                 configobjs.Scheme(),
 		Logger:                 logr.FromSlogHandler(log.Handler()),
 		Metrics:                metricsserve.Options(o.MetricsAddr, o.MetricsSecure),
 		HealthProbeBindAddress: o.ProbeAddr,

@@ -59,16 +59,8 @@ func TestNotReadySpeakerIsNeverElected(t *testing.T) {
 	e.allOnce(time.Minute, addrs, a, b)
 
 	// An identity that may read and write everything but EndpointSlices.
-	user := "herald-no-slices-" + e.ns
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"", "herald.dev", "events.k8s.io", "coordination.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"*"}}}}
-	e.create(role)
-	e.create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}})
-	t.Cleanup(func() { _ = e.c.Delete(e.ctx, role) })
-	cfg := rest.CopyConfig(srv.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	cfg := e.impersonate("herald-no-slices-",
+		rbacv1.PolicyRule{APIGroups: []string{"", "herald.dev", "events.k8s.io", "coordination.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"*"}})
 	c := e.startSpeakerWith(cfg, "n3", "127.0.0.3")
 
 	// The others see it join...
@@ -186,19 +178,10 @@ func TestStatusFailureCostsOnlyItsKind(t *testing.T) {
 	e.create(stale)
 
 	// An identity that may do everything but write ServiceBGPStatus.
-	user := "herald-no-bgpstatus-" + e.ns
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"", "discovery.k8s.io", "events.k8s.io", "coordination.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"*"}},
-		{APIGroups: []string{v1beta1.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{v1beta1.GroupVersion.Group}, Resources: []string{"servicel2statuses", "servicel2statuses/status"}, Verbs: []string{"*"}},
-	}}
-	e.create(role)
-	e.create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}})
-	t.Cleanup(func() { _ = e.c.Delete(e.ctx, role) })
-	cfg := rest.CopyConfig(srv.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	cfg := e.impersonate("herald-no-bgpstatus-",
+		rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io", "events.k8s.io", "coordination.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+		rbacv1.PolicyRule{APIGroups: []string{v1beta1.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{v1beta1.GroupVersion.Group}, Resources: []string{"servicel2statuses", "servicel2statuses/status"}, Verbs: []string{"*"}})
 	a := e.startSpeakerWith(cfg, "n1", "127.0.0.1")
 
 	e.eventually(time.Minute, "the ServiceL2Status of s1 names n1", func() string {
@@ -217,4 +200,24 @@ func TestStatusFailureCostsOnlyItsKind(t *testing.T) {
 	if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(stale), &v1beta1.ServiceBGPStatus{}); err != nil {
 		t.Errorf("the stale ServiceBGPStatus: %v (the identity should not have been able to delete it)", err)
 	}
+}
+
+// impersonate makes a user (prefix and the test's namespace) with exactly
+// rules, cluster-wide, and returns a client configuration acting as it.
+func (e *env) impersonate(prefix string, rules ...rbacv1.PolicyRule) *rest.Config {
+	e.t.Helper()
+	user := prefix + e.ns
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}
+	e.create(role)
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}
+	e.create(binding)
+	e.t.Cleanup(func() {
+		_ = e.c.Delete(e.ctx, role)
+		_ = e.c.Delete(e.ctx, binding)
+	})
+	cfg := rest.CopyConfig(srv.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return cfg
 }

@@ -16,20 +16,13 @@ import (
 	"github.com/herald-lb/herald/speaker/plan"
 )
 
-type ep struct {
-	node                        string
-	ready, serving, terminating *bool
-}
-
-func slice(ns, svc string, eps ...ep) discoveryv1.EndpointSlice {
+// readySlice is an EndpointSlice of Service ns/svc with one endpoint on
+// each node, conditions unset (ready).
+func readySlice(ns, svc string, nodes ...string) discoveryv1.EndpointSlice {
 	s := discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svc + "-x",
 		Labels: map[string]string{discoveryv1.LabelServiceName: svc}}}
-	for _, e := range eps {
-		d := discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}}
-		if e.node != "" {
-			d.NodeName = ptr.To(e.node)
-		}
-		s.Endpoints = append(s.Endpoints, d)
+	for _, n := range nodes {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{NodeName: ptr.To(n)})
 	}
 	return s
 }
@@ -93,7 +86,7 @@ func TestBuildInputs(t *testing.T) {
 			lbService("a", "host", nil, lb, cl, "not-an-ip"),
 			deleting,
 		},
-		Slices: []discoveryv1.EndpointSlice{slice("a", "web", ep{node: "n1"}), slice("a", "loc", ep{node: "n2"})},
+		Slices: []discoveryv1.EndpointSlice{readySlice("a", "web", "n1"), readySlice("a", "loc", "n2")},
 		Nodes:  []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "n2"}}},
 		Alive:  []string{"n1", "n2"},
 	}

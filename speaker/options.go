@@ -5,13 +5,9 @@ import (
 	"net/netip"
 	"time"
 
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/herald-lb/herald/config"
-	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/speaker/members"
 )
 
@@ -105,16 +101,4 @@ func DefaultOptions() Options {
 		KubeAPIQPS:         20,
 		KubeAPIBurst:       40,
 	}
-}
-
-// Scheme returns a scheme with the Kubernetes and Herald types.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1beta1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
 }

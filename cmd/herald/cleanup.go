@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/herald-lb/herald/config/configobjs"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/svcstatus"
@@ -73,7 +75,7 @@ func runCleanup(args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	cfg.UserAgent = "herald-cleanup/" + version
-	c, err := client.New(cfg, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: configobjs.Scheme()})
 	if err != nil {
 		log.Error("cannot create a client", "error", err)
 		return 1

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/config/configobjs"
+
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,7 +25,6 @@ import (
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/controller"
 	"github.com/herald-lb/herald/controller/svclb"
 	"github.com/herald-lb/herald/internal/kubeapi"
 	"github.com/herald-lb/herald/internal/logbuf"
@@ -43,7 +44,7 @@ type env struct {
 
 func newEnv(t *testing.T, namespaces ...string) *env {
 	t.Helper()
-	c, err := client.New(srv.Config, client.Options{Scheme: controller.Scheme()})
+	c, err := client.New(srv.Config, client.Options{Scheme: configobjs.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
