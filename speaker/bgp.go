@@ -50,39 +50,25 @@ type bgpState struct {
 
 // buildBGP turns the node's BGP plan into the session manager's state. It is
 // pure: passwords come from password (the speaker reads the Secrets from
-// its cache). The node's addresses give the next hops for prefixes of the
-// family a session does not carry. What cannot be done is left out and
-// reported, never the whole state:
+// its cache). Every planning decision is the planner's (speaker/plan: the
+// router ID, next hops, the multihop TTL, what the node cannot carry, in
+// d.Left); what is left here is what needs the node's own reads, and it is
+// left out and reported, never the whole state:
 //   - a session whose password cannot be read (it would not come up anyway;
 //     a session without it would be refused by the router);
-//   - a session whose router ID differs from the first session's (one
-//     speaker has one router ID; the session manager has one per node);
-//   - a route of a family for which the node has no address, to a session
-//     of the other family (there is no next hop to give).
-func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(peer string, ref plan.SecretRef) (string, error)) bgpState {
+//   - a community that does not parse (the route goes without it).
+func buildBGP(d plan.BGPDesired, password func(peer string, ref plan.SecretRef) (string, error)) bgpState {
 	st := bgpState{names: map[netip.Addr]bgpPeerInfo{}}
+	for _, l := range d.Left {
+		st.problems = append(st.problems, leftError(l))
+	}
 	if len(d.Sessions) == 0 {
 		return st
-	}
-	var v4, v6 netip.Addr
-	for _, a := range nodeAddrs {
-		a = a.Unmap()
-		if a.Is4() && !v4.IsValid() {
-			v4 = a
-		}
-		if a.Is6() && !v6.IsValid() {
-			v6 = a
-		}
 	}
 	first := d.Sessions[0]
 	st.desired.Global = bgp.Global{RouterID: first.RouterID, ASN: first.MyASN}
 	byName := map[string]int{} // session name -> index in desired.Peers
 	for _, s := range d.Sessions {
-		if s.RouterID != first.RouterID {
-			st.problems = append(st.problems, fmt.Errorf("bgp peer %s: router ID %s differs from %s (peer %s): a speaker has one router ID; session left out",
-				s.Name, s.RouterID, first.RouterID, first.Name))
-			continue
-		}
 		p := bgp.Peer{
 			Address:         s.PeerAddress,
 			ASN:             s.PeerASN,
@@ -93,11 +79,9 @@ func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(peer stri
 			KeepaliveTime:   s.KeepaliveTime,
 			ConnectRetry:    s.ConnectTime,
 			GracefulRestart: s.GracefulRestart,
-			NextHopV4:       v4,
-			NextHopV6:       v6,
-		}
-		if s.EBGPMultiHop && s.MyASN != s.PeerASN {
-			p.EBGPMultihopTTL = 255
+			NextHopV4:       s.NextHopV4,
+			NextHopV6:       s.NextHopV6,
+			EBGPMultihopTTL: s.EBGPMultihopTTL,
 		}
 		if s.BFD.Name != "" {
 			p.BFD = &bfd.Profile{ReceiveInterval: s.BFD.ReceiveInterval, TransmitInterval: s.BFD.TransmitInterval,
@@ -125,17 +109,9 @@ func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(peer stri
 			st.problems = append(st.problems, fmt.Errorf("bgp route %s: %w; advertised without them", r.Prefix, errors.Join(bad...)))
 		}
 		for _, name := range r.Peers {
-			i, ok := byName[name]
-			if !ok {
-				continue // the session was left out above, or is not this node's
+			if i, ok := byName[name]; ok { // else its session was left out above
+				st.desired.Peers[i].Advertisements = append(st.desired.Peers[i].Advertisements, adv)
 			}
-			p := &st.desired.Peers[i]
-			own := r.Prefix.Addr().Is4() == p.Address.Unmap().Is4()
-			if !own && ((r.Prefix.Addr().Is4() && !v4.IsValid()) || (r.Prefix.Addr().Is6() && !v6.IsValid())) {
-				st.problems = append(st.problems, fmt.Errorf("bgp route %s to peer %s: the node has no address of the prefix's family for the next hop; not advertised to it", r.Prefix, name))
-				continue
-			}
-			p.Advertisements = append(p.Advertisements, adv)
 		}
 	}
 	for i, p := range st.desired.Peers {
@@ -150,6 +126,18 @@ func buildBGP(d plan.BGPDesired, nodeAddrs []netip.Addr, password func(peer stri
 		})
 	}
 	return st
+}
+
+// leftError says what the planner left out of the node's part, and why.
+func leftError(l plan.BGPIssue) error {
+	switch l.Reason {
+	case plan.RouterIDConflict:
+		return fmt.Errorf("bgp peer %s: router ID %s differs from the node's (its first session's): a speaker has one router ID; session left out", l.Peer, l.Addr)
+	case plan.NoNextHop:
+		return fmt.Errorf("bgp route %s to peer %s: the node has no address of the prefix's family for the next hop; not advertised to it", l.Prefix, l.Peer)
+	default:
+		return fmt.Errorf("bgp: %s", l)
+	}
 }
 
 // parseEach parses every string with parse, keeping what parses and
@@ -172,13 +160,7 @@ func parseEach[T any](ss []string, parse func(string) (T, error)) ([]T, []error)
 // be left out of it once per change. It returns the names of the BGPPeers
 // the node keeps sessions with.
 func (a *Agent) syncBGP(ctx context.Context, in plan.Inputs, want plan.BGPDesired) (map[string]bool, error) {
-	var addrs []netip.Addr
-	for _, n := range in.Nodes {
-		if n.Name == a.o.NodeName {
-			addrs = n.Addrs
-		}
-	}
-	st := buildBGP(want, addrs, func(peer string, _ plan.SecretRef) (string, error) { return a.password(ctx, peer) })
+	st := buildBGP(want, func(peer string, _ plan.SecretRef) (string, error) { return a.password(ctx, peer) })
 	if p := errors.Join(st.problems...); p != nil && p.Error() != a.bgpProblems {
 		a.bgpProblems = p.Error()
 		a.log.Warn("BGP plan applied in part", "problems", p.Error())

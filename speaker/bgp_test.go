@@ -17,11 +17,10 @@ import (
 func TestBuildBGP(t *testing.T) {
 	ip := netip.MustParseAddr
 	pfx := netip.MustParsePrefix
-	node := []netip.Addr{ip("10.0.0.11"), ip("fd00::11")}
-	v4only := []netip.Addr{ip("10.0.0.11")}
 	sess := func(name, peer string) plan.BGPSession {
 		return plan.BGPSession{Name: name, MyASN: 64500, PeerASN: 64501, PeerAddress: ip(peer), RouterID: ip("10.0.0.11"),
-			HoldTime: 90 * time.Second, KeepaliveTime: 30 * time.Second, ConnectTime: 5 * time.Second}
+			HoldTime: 90 * time.Second, KeepaliveTime: 30 * time.Second, ConnectTime: 5 * time.Second,
+			NextHopV4: ip("10.0.0.11"), NextHopV6: ip("fd00::11")}
 	}
 	pw := func(_ string, ref plan.SecretRef) (string, error) {
 		if ref.Name == "good" {
@@ -36,13 +35,12 @@ func TestBuildBGP(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		in    plan.BGPDesired
-		addrs []netip.Addr
 		want  want
 		check func(t *testing.T, d bgp.Desired)
 	}{
-		{name: "nothing", in: plan.BGPDesired{}, addrs: node, want: want{peers: map[string][]string{}}},
+		{name: "nothing", in: plan.BGPDesired{}, want: want{peers: map[string][]string{}}},
 		{
-			name: "one route to two peers of both families, next hops from the node",
+			name: "one route to two peers of both families, next hops from the plan",
 			in: plan.BGPDesired{
 				Sessions: []plan.BGPSession{sess("r4", "10.0.0.1"), sess("r6", "fd00::1")},
 				Routes: []plan.BGPRoute{
@@ -50,8 +48,7 @@ func TestBuildBGP(t *testing.T) {
 					{Prefix: pfx("2001:db8::10/128"), Peers: []string{"r4", "r6"}},
 				},
 			},
-			addrs: node,
-			want:  want{peers: map[string][]string{"10.0.0.1": {"192.0.2.10/32", "2001:db8::10/128"}, "fd00::1": {"192.0.2.10/32", "2001:db8::10/128"}}},
+			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.10/32", "2001:db8::10/128"}, "fd00::1": {"192.0.2.10/32", "2001:db8::10/128"}}},
 			check: func(t *testing.T, d bgp.Desired) {
 				if d.Global.RouterID != ip("10.0.0.11") || d.Global.ASN != 64500 {
 					t.Errorf("global %+v", d.Global)
@@ -65,17 +62,18 @@ func TestBuildBGP(t *testing.T) {
 			},
 		},
 		{
-			name: "IPv6 route over an IPv4 session from a node without IPv6: left out for that peer only",
+			name: "what the planner left out is reported",
 			in: plan.BGPDesired{
 				Sessions: []plan.BGPSession{sess("r4", "10.0.0.1")},
-				Routes: []plan.BGPRoute{
-					{Prefix: pfx("192.0.2.10/32"), Peers: []string{"r4"}},
-					{Prefix: pfx("2001:db8::10/128"), Peers: []string{"r4"}},
+				Routes:   []plan.BGPRoute{{Prefix: pfx("192.0.2.10/32"), Peers: []string{"r4"}}},
+				Left: []plan.BGPIssue{
+					{Reason: plan.NoNextHop, Peer: "r4", Node: "n1", Prefix: pfx("2001:db8::10/128")},
+					{Reason: plan.RouterIDConflict, Peer: "r9", Node: "n1", Addr: ip("10.9.9.9")},
 				},
 			},
-			addrs: v4only,
 			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.10/32"}},
-				problems: []string{"bgp route 2001:db8::10/128 to peer r4: the node has no address of the prefix's family"}},
+				problems: []string{"bgp route 2001:db8::10/128 to peer r4: the node has no address of the prefix's family",
+					"bgp peer r9: router ID 10.9.9.9 differs from the node's"}},
 		},
 		{
 			name: "password read; a missing Secret leaves that session out, not the others",
@@ -94,7 +92,6 @@ func TestBuildBGP(t *testing.T) {
 				},
 				Routes: []plan.BGPRoute{{Prefix: pfx("192.0.2.10/32"), Peers: []string{"a", "b"}}},
 			},
-			addrs: node,
 			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.10/32"}},
 				problems: []string{`bgp peer b: password of Secret gone: secrets "gone" not found`}},
 			check: func(t *testing.T, d bgp.Desired) {
@@ -104,24 +101,13 @@ func TestBuildBGP(t *testing.T) {
 			},
 		},
 		{
-			name: "a second router ID is left out",
-			in: plan.BGPDesired{
-				Sessions: []plan.BGPSession{sess("a", "10.0.0.1"),
-					func() plan.BGPSession { s := sess("b", "10.0.0.2"); s.RouterID = ip("10.9.9.9"); return s }()},
-				Routes: []plan.BGPRoute{{Prefix: pfx("192.0.2.10/32"), Peers: []string{"a", "b"}}},
-			},
-			addrs: node,
-			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.10/32"}},
-				problems: []string{"bgp peer b: router ID 10.9.9.9 differs from 10.0.0.11"}},
-		},
-		{
-			name: "attributes: communities, large communities, localPref; eBGP multihop only for eBGP",
+			name: "attributes: communities, large communities, localPref; the multihop TTL as planned",
 			in: plan.BGPDesired{
 				Sessions: []plan.BGPSession{
-					func() plan.BGPSession { s := sess("e", "10.0.0.1"); s.EBGPMultiHop = true; return s }(),
+					func() plan.BGPSession { s := sess("e", "10.0.0.1"); s.EBGPMultihopTTL = 255; return s }(),
 					func() plan.BGPSession {
 						s := sess("i", "10.0.0.2")
-						s.PeerASN, s.EBGPMultiHop = 64500, true
+						s.PeerASN = 64500
 						return s
 					}(),
 				},
@@ -131,7 +117,6 @@ func TestBuildBGP(t *testing.T) {
 					{Prefix: pfx("192.0.2.0/24"), Peers: []string{"e"}, Communities: []string{"bogus"}},
 				},
 			},
-			addrs: node,
 			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.0/24"}, "10.0.0.2": {"192.0.2.10/32"}},
 				problems: []string{`bgp route 192.0.2.0/24: community "bogus"`}},
 			check: func(t *testing.T, d bgp.Desired) {
@@ -165,8 +150,7 @@ func TestBuildBGP(t *testing.T) {
 					sess("none", "10.0.0.3"),
 				},
 			},
-			addrs: node,
-			want:  want{peers: map[string][]string{"10.0.0.1": nil, "10.0.0.2": nil, "10.0.0.3": nil}},
+			want: want{peers: map[string][]string{"10.0.0.1": nil, "10.0.0.2": nil, "10.0.0.3": nil}},
 			check: func(t *testing.T, d bgp.Desired) {
 				want := []*bfd.Profile{
 					{ReceiveInterval: 50 * time.Millisecond, TransmitInterval: 60 * time.Millisecond, DetectMultiplier: 4, Passive: true},
@@ -182,7 +166,7 @@ func TestBuildBGP(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := buildBGP(tc.in, tc.addrs, pw)
+			st := buildBGP(tc.in, pw)
 			got := map[string][]string{}
 			for _, p := range st.desired.Peers {
 				var ps []string

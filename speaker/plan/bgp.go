@@ -39,7 +39,14 @@ type BGPSession struct {
 	HoldTime      time.Duration
 	KeepaliveTime time.Duration
 	ConnectTime   time.Duration
-	EBGPMultiHop  bool
+	// EBGPMultihopTTL is the TTL of the session's packets when the router
+	// is more than one hop away: 255 for an eBGP peer with ebgpMultiHop,
+	// else 0 (directly connected; iBGP has no such limit).
+	EBGPMultihopTTL uint8
+	// NextHopV4 and NextHopV6 are the node's first address of each family
+	// (zero when it has none): the next hop of a route whose family the
+	// session's own address does not give one for.
+	NextHopV4, NextHopV6 netip.Addr
 	// PasswordSecret is where the TCP MD5 password is; zero for none. The
 	// planner does not read Secrets: the speaker does, and must re-create
 	// the session when the password in it changes.
@@ -84,6 +91,9 @@ type BGPDesired struct {
 	Sessions []BGPSession
 	// Routes are sorted by prefix, then by first peer.
 	Routes []BGPRoute
+	// Left is what the node's part leaves out, each naming why
+	// (RouterIDConflict: a session; NoNextHop: a peer of a route), sorted.
+	Left []BGPIssue
 }
 
 // Reasons for an address not to be advertised over BGP, beside NotInPool,
@@ -109,6 +119,14 @@ const (
 	// has no endpoint of a Local Service holding an address inside it:
 	// traffic for that address reaching that node is dropped.
 	LocalAggregated Reason = "LocalAggregated"
+	// RouterIDConflict: a node's session names a router ID other than
+	// its first session's (by name); a speaker has one router ID, so the
+	// session is left out on that node.
+	RouterIDConflict Reason = "RouterIDConflict"
+	// NoNextHop: a route of one family to a session of the other, from a
+	// node with no address of the route's family: there is no next hop to
+	// give, so that peer is not sent the route.
+	NoNextHop Reason = "NoNextHop"
 )
 
 // BGPSkipped is an address no node advertises over BGP, and why.
@@ -173,6 +191,7 @@ type bgpPlan struct {
 	// nodes are the nodes listed once in Inputs.Nodes, sorted.
 	nodes    []string
 	routerID []netip.Addr // per node: its first IPv4 address, or zero
+	first6   []netip.Addr // per node: its first IPv6 address, or zero
 	words    int
 	// peers are the session templates, sorted by name; RouterID is zero
 	// when the node's address applies.
@@ -182,6 +201,9 @@ type bgpPlan struct {
 	advs     []bgpAdv
 	// addrs are the addresses advertised by at least one node, sorted.
 	addrs []bgpAddr
+	// conflicts are the sessions left out for another router ID
+	// (RouterIDConflict), sorted: each node's go into its Left.
+	conflicts []BGPIssue
 }
 
 type bgpAdv struct {
@@ -194,8 +216,11 @@ type bgpAdv struct {
 	stdStr     []string
 	largeStr   []string
 	nodes      bitset // the qualifying nodes it selects
-	// peerNodes are the nodes with a session to one of its peers.
-	peerNodes bitset
+	// peerNodes are, per family (v4, v6), the nodes with a session to one
+	// of its peers that can carry a route of that family: a session of the
+	// family, or of the other one from a node with an address of the
+	// family to give as next hop.
+	peerNodes [2]bitset
 	// peerMask is the bitset of its peers.
 	peerMask bitset
 }
@@ -252,15 +277,19 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 	p.words = w
 	p.nodes = make([]string, nn)
 	p.routerID = make([]netip.Addr, nn)
+	p.first6 = make([]netip.Addr, nn)
 	index := make(map[string]int, nn)
 	eligible := make([]uint64, w)
 	for k, nd := range keep {
 		p.nodes[k] = nd.Name
 		index[nd.Name] = k
 		for _, a := range nd.Addrs {
-			if a = a.Unmap(); a.Is4() {
+			a = a.Unmap()
+			if a.Is4() && !p.routerID[k].IsValid() {
 				p.routerID[k] = a
-				break
+			}
+			if a.Is6() && !p.first6[k].IsValid() {
+				p.first6[k] = a
 			}
 		}
 		if !nd.NetworkUnavailable && !nd.Excluded {
@@ -287,7 +316,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 			HoldTime:        cp.HoldTime,
 			KeepaliveTime:   cp.KeepaliveTime,
 			ConnectTime:     cp.ConnectTime,
-			EBGPMultiHop:    cp.EBGPMultiHop,
+			EBGPMultihopTTL: multihopTTL(cp),
 			GracefulRestart: cp.GracefulRestart,
 		}
 		if cp.PasswordSecret != "" {
@@ -309,6 +338,8 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 			bitset(bs).set(k)
 		}
 	}
+	conflicts := p.oneRouterID()
+	p.conflicts = conflicts
 
 	// Advertisements, and which of them list each pool.
 	advs := slices.Clone(cfg.BGPAdvertisements)
@@ -319,15 +350,16 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 	}
 	advsOf := make([][]int32, len(cfg.Pools))
 	p.advs = make([]bgpAdv, len(advs))
-	bits2 := make([]uint64, 2*len(advs)*w)
+	bits3 := make([]uint64, 3*len(advs)*w)
 	for ai, ca := range advs {
 		a := &p.advs[ai]
 		a.name, a.localPref = ca.Name, ca.LocalPref
 		// config.Parse keeps the lengths in range; a hand-made Config must
 		// not make the planner panic.
 		a.len4, a.len6 = min(max(ca.AggregationLength, 0), 32), min(max(ca.AggregationLengthV6, 0), 128)
-		a.nodes = bits2[2*ai*w : (2*ai+1)*w : (2*ai+1)*w]
-		a.peerNodes = bits2[(2*ai+1)*w : (2*ai+2)*w : (2*ai+2)*w]
+		a.nodes = bits3[3*ai*w : (3*ai+1)*w : (3*ai+1)*w]
+		a.peerNodes[v4] = bits3[(3*ai+1)*w : (3*ai+2)*w : (3*ai+2)*w]
+		a.peerNodes[v6] = bits3[(3*ai+2)*w : (3*ai+3)*w : (3*ai+3)*w]
 		for k, nd := range keep {
 			if bitset(eligible).has(k) && selects(ca.NodeSelectors, nd.Labels) {
 				a.nodes.set(k)
@@ -350,7 +382,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 		a.peerMask = newBitset(len(peers))
 		for _, pi := range a.peers {
 			a.peerMask.set(int(pi))
-			a.peerNodes.or(p.sessions[int(pi)*w : int(pi+1)*w])
+			p.addPeerNodes(&a.peerNodes, int(pi))
 			if a.localPref != 0 && !p.peers[pi].IBGP() {
 				prefIssues = append(prefIssues, BGPIssue{Reason: LocalPrefNotSent, Advertisement: a.name, Peer: p.peers[pi].Name})
 			}
@@ -373,7 +405,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 
 	if len(advs) == 0 {
 		// BGP is not in use: no address is skipped for want of it.
-		return p, nil, idIssues
+		return p, nil, slices.Concat(idIssues, conflicts)
 	}
 
 	// Every address: its qualifying nodes, then its advertising nodes.
@@ -418,11 +450,12 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 			reason = NoEndpoints
 		default:
 			clear(sel)
+			fam := familyOf(x.addrs.addr(i))
 			for _, ai := range advsOf[pl] {
 				a := &p.advs[ai]
 				for j := range w {
 					sel[j] |= q[j] & a.nodes[j]
-					b[j] |= q[j] & a.nodes[j] & a.peerNodes[j]
+					b[j] |= q[j] & a.nodes[j] & a.peerNodes[fam][j]
 				}
 			}
 			switch {
@@ -476,8 +509,9 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 		flush := func() {
 			clear(u)
 			for _, i := range run {
+				fam := familyOf(x.addrs.addr(i))
 				for j := range w {
-					u[j] |= qual[i*w+j] & a.nodes[j] & a.peerNodes[j]
+					u[j] |= qual[i*w+j] & a.nodes[j] & a.peerNodes[fam][j]
 				}
 			}
 			for _, i := range run {
@@ -511,7 +545,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 		}
 		flush()
 	}
-	return p, skipped, slices.Concat(aggIssues, prefIssues, idIssues)
+	return p, skipped, slices.Concat(aggIssues, prefIssues, idIssues, conflicts)
 }
 
 // prefixKey is a prefix as integers, ordered as cmpPrefix orders
@@ -587,8 +621,23 @@ func cmpLarge(a, b [3]uint32) int {
 	return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]), cmp.Compare(a[2], b[2]))
 }
 
-// forNode expands node's BGP part.
+// forNode is node's BGP part: the plan expanded (expand), then what the
+// node itself cannot carry left out (settle).
 func (p *bgpPlan) forNode(node string) BGPDesired {
+	d := settle(p.expand(node), node)
+	if p != nil {
+		for _, c := range p.conflicts {
+			if c.Node == node {
+				d.Left = append(d.Left, c)
+			}
+		}
+		slices.SortFunc(d.Left, cmpIssue)
+	}
+	return d
+}
+
+// expand expands node's BGP part of the plan.
+func (p *bgpPlan) expand(node string) BGPDesired {
 	var d BGPDesired
 	if p == nil {
 		return d
@@ -607,6 +656,7 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 		if !s.RouterID.IsValid() {
 			s.RouterID = p.routerID[k]
 		}
+		s.NextHopV4, s.NextHopV6 = p.routerID[k], p.first6[k]
 		d.Sessions = append(d.Sessions, s)
 	}
 	if len(d.Sessions) == 0 {
@@ -771,6 +821,133 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 		}
 	}
 	return d
+}
+
+// Families, the index of per-family tables.
+const (
+	v4 = 0
+	v6 = 1
+)
+
+func familyOf(a netip.Addr) int {
+	if a.Unmap().Is4() {
+		return v4
+	}
+	return v6
+}
+
+// oneRouterID keeps, on each node, only the sessions with the node's router
+// ID: its first session's (by name), the BGPPeer's routerID or else the
+// node's first IPv4 address. A speaker runs one BGP speaker with one router
+// ID; a session asking for another is left out on that node. It returns
+// those issues (RouterIDConflict, Addr the ID asked for), sorted.
+func (p *bgpPlan) oneRouterID() []BGPIssue {
+	var issues []BGPIssue
+	w := p.words
+	for k := range p.nodes {
+		var id netip.Addr
+		for pi := range p.peers {
+			bs := bitset(p.sessions[pi*w : (pi+1)*w])
+			if !bs.has(k) {
+				continue
+			}
+			own := p.peers[pi].RouterID
+			if !own.IsValid() {
+				own = p.routerID[k]
+			}
+			switch {
+			case !id.IsValid():
+				id = own
+			case own != id:
+				bs.unset(k)
+				issues = append(issues, BGPIssue{Reason: RouterIDConflict, Peer: p.peers[pi].Name, Node: p.nodes[k], Addr: own})
+			}
+		}
+	}
+	slices.SortFunc(issues, cmpIssue)
+	return issues
+}
+
+// addPeerNodes adds to peerNodes (per family) the nodes with a session to
+// peer pi that can carry a route of the family (see bgpAdv.peerNodes).
+func (p *bgpPlan) addPeerNodes(peerNodes *[2]bitset, pi int) {
+	w := p.words
+	sess := bitset(p.sessions[pi*w : (pi+1)*w])
+	own := familyOf(p.peers[pi].PeerAddress)
+	peerNodes[own].or(sess)
+	other := 1 - own
+	for k := sess.next(0); k >= 0; k = sess.next(k + 1) {
+		if other == v4 && p.routerID[k].IsValid() || other == v6 && p.first6[k].IsValid() {
+			peerNodes[other].set(k)
+		}
+	}
+}
+
+// multihopTTL is the TTL of a peer's session packets (BGPSession).
+func multihopTTL(cp *config.Peer) uint8 {
+	if cp.EBGPMultiHop && cp.MyASN != cp.PeerASN {
+		return 255
+	}
+	return 0
+}
+
+// settle leaves out of a node's part, per route, the peers of the other
+// family when the node has no address of the route's family to give as next
+// hop, and says so in d.Left; a route left with no peer is dropped. (The
+// node is then not among the route's advertisers either: peerNodes counts
+// only the sessions that can carry a family.) d's slices are shared with
+// the plan: filtered ones are new.
+func settle(d BGPDesired, node string) BGPDesired {
+	if len(d.Sessions) == 0 {
+		return d
+	}
+	byName := make(map[string]*BGPSession, len(d.Sessions))
+	for i := range d.Sessions {
+		byName[d.Sessions[i].Name] = &d.Sessions[i]
+	}
+	routes := d.Routes[:0:0]
+	changed := false
+	for _, r := range d.Routes {
+		peers := r.Peers[:0:0]
+		for _, name := range r.Peers {
+			s := byName[name]
+			if s == nil {
+				continue // left out above
+			}
+			if !s.nextHopFor(r.Prefix) {
+				d.Left = append(d.Left, BGPIssue{Reason: NoNextHop, Peer: name, Node: node, Prefix: r.Prefix})
+				continue
+			}
+			peers = append(peers, name)
+		}
+		if len(peers) == len(r.Peers) {
+			routes = append(routes, r)
+			continue
+		}
+		changed = true
+		if len(peers) > 0 {
+			r.Peers = peers
+			routes = append(routes, r)
+		}
+	}
+	if changed {
+		d.Routes = routes
+	}
+	slices.SortFunc(d.Left, cmpIssue)
+	return d
+}
+
+// nextHopFor reports whether the session can carry a route of prefix's
+// family: its own address is of that family (the session's local address
+// is the next hop), or the node has an address of it.
+func (s *BGPSession) nextHopFor(prefix netip.Prefix) bool {
+	if prefix.Addr().Is4() == s.PeerAddress.Unmap().Is4() {
+		return true
+	}
+	if prefix.Addr().Is4() {
+		return s.NextHopV4.IsValid()
+	}
+	return s.NextHopV6.IsValid()
 }
 
 // attributes merges the communities and localPref of the advertisements

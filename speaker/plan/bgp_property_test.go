@@ -99,7 +99,17 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 		}
 		s := BGPSession{Name: p.Name, MyASN: p.MyASN, PeerASN: p.PeerASN, PeerAddress: p.Address, PeerPort: p.Port,
 			SourceAddress: p.SourceAddress, RouterID: p.RouterID, HoldTime: p.HoldTime, KeepaliveTime: p.KeepaliveTime,
-			ConnectTime: p.ConnectTime, EBGPMultiHop: p.EBGPMultiHop, GracefulRestart: p.GracefulRestart}
+			ConnectTime: p.ConnectTime, GracefulRestart: p.GracefulRestart}
+		if p.EBGPMultiHop && p.MyASN != p.PeerASN {
+			s.EBGPMultihopTTL = 255
+		}
+		for _, a := range self.Addrs {
+			if a = a.Unmap(); a.Is4() && !s.NextHopV4.IsValid() {
+				s.NextHopV4 = a
+			} else if a.Is6() && !s.NextHopV6.IsValid() {
+				s.NextHopV6 = a
+			}
+		}
 		if p.PasswordSecret != "" {
 			s.PasswordSecret = SecretRef{p.PasswordSecret, "password"}
 		}
@@ -117,6 +127,19 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 		}
 	}
 	slices.SortFunc(d.Sessions, func(a, b BGPSession) int { return strings.Compare(a.Name, b.Name) })
+	// One router ID per node: its first session's.
+	d.Sessions = slices.DeleteFunc(d.Sessions, func(s BGPSession) bool {
+		if s.RouterID != d.Sessions[0].RouterID {
+			d.Left = append(d.Left, BGPIssue{Reason: RouterIDConflict, Peer: s.Name, Node: name, Addr: s.RouterID})
+			return true
+		}
+		return false
+	})
+	for name := range peers {
+		if !slices.ContainsFunc(d.Sessions, func(s BGPSession) bool { return s.Name == name }) {
+			delete(peers, name)
+		}
+	}
 
 	type key struct {
 		prefix netip.Prefix
@@ -237,6 +260,12 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 			d.Routes = append(d.Routes, r)
 		}
 	}
+	// What the node itself cannot carry is settle's (TestBGPNextHop).
+	left := d.Left
+	d.Left = nil
+	d = settle(d, name)
+	d.Left = append(d.Left, left...)
+	slices.SortFunc(d.Left, cmpIssue)
 	return d
 }
 

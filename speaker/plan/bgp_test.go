@@ -16,9 +16,14 @@ import (
 )
 
 // bnode is a node with an address (its router ID) and labels.
+// bnode is a node with the address ip and, for an IPv4 ip, an IPv6 address
+// of the same last byte (fd99::<byte>): a next hop of each family.
 func bnode(name, ip string, kv ...string) Node {
 	n := node(name, kv...)
 	n.Addrs = []netip.Addr{addr(ip)}
+	if a := addr(ip); a.Is4() {
+		n.Addrs = append(n.Addrs, netip.AddrFrom16([16]byte{0: 0xfd, 1: 0x99, 15: a.As4()[3]}))
+	}
 	return n
 }
 
@@ -443,14 +448,26 @@ func TestBGPSessions(t *testing.T) {
 	}
 	wantFull := BGPSession{Name: "full", MyASN: 64500, PeerASN: 64501, PeerAddress: addr("fd00::fe"), PeerPort: 1179,
 		SourceAddress: addr("fd00::1"), RouterID: addr("10.255.0.1"), HoldTime: 3 * time.Second, KeepaliveTime: time.Second,
-		ConnectTime: 5 * time.Second, EBGPMultiHop: true, PasswordSecret: SecretRef{"bgp-auth", "password"}, GracefulRestart: true}
+		ConnectTime: 5 * time.Second, EBGPMultihopTTL: 255, PasswordSecret: SecretRef{"bgp-auth", "password"}, GracefulRestart: true}
+	nh := func(s BGPSession, v4, v6 string) BGPSession {
+		if v4 != "" {
+			s.NextHopV4 = addr(v4)
+		}
+		if v6 != "" {
+			s.NextHopV6 = addr(v6)
+		}
+		return s
+	}
 	want := map[string][]BGPSession{
-		// The first IPv4 address, IPv4-mapped or not, is the router ID.
-		"n1": {wantFull, with("plain", "192.168.0.253", "192.168.0.1")},
+		// full names its router ID; plain's would be the node's first
+		// IPv4 address (IPv4-mapped or not): one speaker has one router
+		// ID, so plain is left out (RouterIDConflict below).
+		"n1": {nh(wantFull, "192.168.0.1", "fd00::1")},
 		// No IPv4 address: only the peer that sets its routerID.
-		"n2": {wantFull},
-		// Sessions follow the peers' nodeSelectors only.
-		"n3":    {wantFull, with("plain", "192.168.0.253", "192.168.0.3"), with("zoned", "192.168.0.254", "192.168.0.3")},
+		"n2": {nh(wantFull, "", "fd00::2")},
+		// Sessions follow the peers' nodeSelectors: full, plain and zoned
+		// select n3; plain and zoned conflict with full's router ID.
+		"n3":    {nh(wantFull, "192.168.0.3", "fd99::3")},
 		"dup":   nil,
 		"ghost": nil,
 	}
@@ -462,9 +479,108 @@ func TestBGPSessions(t *testing.T) {
 	if wantFull.IBGP() || !with("plain", "1.2.3.4", "1.2.3.4").IBGP() {
 		t.Errorf("IBGP is wrong")
 	}
-	wantIssues := []string{"NoRouterID peer=plain node=n2", "NoRouterID peer=zoned node=n2"}
+	wantIssues := []string{"NoRouterID peer=plain node=n2", "NoRouterID peer=zoned node=n2",
+		"RouterIDConflict peer=plain node=n1", "RouterIDConflict peer=plain node=n3", "RouterIDConflict peer=zoned node=n3"}
 	if got := renderIssues(res); !slices.Equal(got, wantIssues) {
 		t.Errorf("issues: got %q, want %q", got, wantIssues)
+	}
+}
+
+// TestBGPRouterID: a node's router ID is its first session's (by name): the
+// BGPPeer's routerID, else the node's first IPv4 address; a session asking
+// for another is left out on that node, and only there.
+func TestBGPRouterID(t *testing.T) {
+	withID := func(p *config.Peer, id string) *config.Peer { p.RouterID = addr(id); return p }
+	for _, tc := range []struct {
+		name   string
+		peers  []*config.Peer
+		node   Node
+		want   string // the node's sessions: name=routerID, space-separated
+		issues []string
+	}{
+		{"the node's first IPv4 address, IPv4-mapped or not, for every peer without one",
+			[]*config.Peer{bpeer("a", 1, 1, "192.168.0.254"), bpeer("b", 1, 2, "fd00::fe")},
+			func() Node {
+				n := node("n1")
+				n.Addrs = addrList("fd00::1", "::ffff:192.168.0.1", "192.168.0.9")
+				return n
+			}(),
+			"a=192.168.0.1 b=192.168.0.1", nil},
+		{"the same routerID on two peers: both",
+			[]*config.Peer{withID(bpeer("a", 1, 1, "192.168.0.254"), "10.9.9.9"), withID(bpeer("b", 1, 1, "192.168.0.253"), "10.9.9.9")},
+			bnode("n1", "192.168.0.1"), "a=10.9.9.9 b=10.9.9.9", nil},
+		{"a routerID other than the first session's: left out",
+			[]*config.Peer{bpeer("a", 1, 1, "192.168.0.254"), withID(bpeer("b", 1, 1, "192.168.0.253"), "10.9.9.9")},
+			bnode("n1", "192.168.0.1"), "a=192.168.0.1", []string{"RouterIDConflict peer=b node=n1"}},
+		{"the first by name decides, whichever names an ID",
+			[]*config.Peer{withID(bpeer("a", 1, 1, "192.168.0.254"), "10.9.9.9"), bpeer("b", 1, 1, "192.168.0.253")},
+			bnode("n1", "192.168.0.1"), "a=10.9.9.9", []string{"RouterIDConflict peer=b node=n1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Compute(Inputs{Config: bconf(nil, tc.peers), Nodes: []Node{tc.node}})
+			var got []string
+			for _, s := range res.For("n1").BGP.Sessions {
+				got = append(got, s.Name+"="+s.RouterID.String())
+			}
+			if g := strings.Join(got, " "); g != tc.want {
+				t.Errorf("sessions %q, want %q", g, tc.want)
+			}
+			if g := renderIssues(res); !slices.Equal(g, tc.issues) {
+				t.Errorf("issues %q, want %q", g, tc.issues)
+			}
+		})
+	}
+}
+
+// TestBGPNextHop: a route of one family goes to a session of the other only
+// from a node with an address of the route's family (its next hop); without
+// one, that peer is left out (NoNextHop in the node's Left), and a node left
+// with no peer for an address does not count among its advertisers.
+func TestBGPNextHop(t *testing.T) {
+	cfg := bconf([]*config.Pool{pool("p", "10.0.0.0/24", "fd00::/120")},
+		[]*config.Peer{bpeer("r4", 1, 1, "192.168.0.254"), bpeer("r6", 1, 1, "fd01::fe")},
+		badv("a", []string{"p"}))
+	v4only := node("v4only")
+	v4only.Addrs = addrList("192.168.0.1")
+	dual := node("dual")
+	dual.Addrs = addrList("192.168.0.2", "fd01::2")
+	res := Compute(Inputs{Config: cfg, Nodes: []Node{v4only, dual},
+		Services: []Service{svc("d/a", addrList("10.0.0.1", "fd00::1"), "v4only", "dual")}})
+
+	for _, tc := range []struct {
+		node   string
+		routes []string
+		left   []string
+	}{
+		// r6's own family gives the IPv6 route a next hop; r4 has none
+		// to give from a node without IPv6.
+		{"v4only", []string{"10.0.0.1/32 r4,r6 d/a", "fd00::1/128 r6 d/a"}, []string{"NoNextHop peer=r4 node=v4only prefix=fd00::1/128"}},
+		{"dual", []string{"10.0.0.1/32 r4,r6 d/a", "fd00::1/128 r4,r6 d/a"}, nil},
+	} {
+		d := res.For(tc.node).BGP
+		if got := renderRoutes(d); !slices.Equal(got, tc.routes) {
+			t.Errorf("%s: routes %q, want %q", tc.node, got, tc.routes)
+		}
+		var left []string
+		for _, i := range d.Left {
+			left = append(left, fmt.Sprintf("%s peer=%s node=%s prefix=%s", i.Reason, i.Peer, i.Node, i.Prefix))
+		}
+		if !slices.Equal(left, tc.left) {
+			t.Errorf("%s: left %q, want %q", tc.node, left, tc.left)
+		}
+	}
+
+	// With r6 gone, v4only can carry the IPv6 address to nobody: it is
+	// not among its advertisers.
+	cfg = bconf([]*config.Pool{pool("p", "10.0.0.0/24", "fd00::/120")},
+		[]*config.Peer{bpeer("r4", 1, 1, "192.168.0.254")}, badv("a", []string{"p"}))
+	res = Compute(Inputs{Config: cfg, Nodes: []Node{v4only, dual},
+		Services: []Service{svc("d/a", addrList("10.0.0.1", "fd00::1"), "v4only", "dual")}})
+	if got := res.BGPNodes(addr("fd00::1")); !slices.Equal(got, []string{"dual"}) {
+		t.Errorf("advertisers of fd00::1: %v, want [dual]", got)
+	}
+	if got := res.BGPNodes(addr("10.0.0.1")); !slices.Equal(got, []string{"dual", "v4only"}) {
+		t.Errorf("advertisers of 10.0.0.1: %v, want [dual v4only]", got)
 	}
 }
 

@@ -15,6 +15,7 @@ func words(n int) int { return (n + 63) / 64 }
 func newBitset(n int) bitset { return make(bitset, words(n)) }
 
 func (b bitset) set(k int)      { b[k/64] |= 1 << (k % 64) }
+func (b bitset) unset(k int)    { b[k/64] &^= 1 << (k % 64) }
 func (b bitset) has(k int) bool { return b[k/64]&(1<<(k%64)) != 0 }
 
 // or adds every member of o (of the same width) to b.

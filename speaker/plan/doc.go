@@ -97,8 +97,14 @@
 // peer's routerID or else the node's first IPv4 address among Node.Addrs
 // (its InternalIPs; IPv4-mapped addresses count as IPv4). A node without an
 // IPv4 address has no session with a peer that sets no routerID (issue
-// NoRouterID). Two peers may resolve two router IDs on one node; the session
-// manager decides whether it can serve that. The password is carried as a
+// NoRouterID). A node has one router ID, its first session's (by name): a
+// session that would resolve another is left out on that node (issue
+// RouterIDConflict, in the node's BGPDesired.Left too). Each session carries
+// the node's next hops (its first address of each family) and the multihop
+// TTL (255 for an eBGP peer with ebgpMultiHop); a route of one family goes
+// to a session of the other only from a node with an address of the route's
+// family (else NoNextHop in Left, and the node does not count among the
+// address's advertisers). The password is carried as a
 // reference, Secret name and key "password" ([SecretRef]), not as a value:
 // Inputs hold no Secret data, so a plan can be logged and diffed freely, and
 // the speaker, which watches the Secret, must re-create the session when the
