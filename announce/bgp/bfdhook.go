@@ -3,10 +3,9 @@ package bgp
 import (
 	"context"
 	"net/netip"
-	"strings"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
+	api "github.com/osrg/gobgp/v4/api"
 
 	"github.com/herald-lb/herald/announce/bfd"
 )
@@ -23,9 +22,9 @@ import (
 // time), and the session comes back with the first SYN after the heal.
 const IdleHoldAfterReset = time.Second
 
-// bfdResetNotice is how long after a BFD reset GoBGP's report of its own
-// Cease NOTIFICATION ("notification-sent code 6(cease) ...") is not taken
-// as the session's last error: the reason is BFD, already recorded.
+// bfdResetNotice is how long after a BFD reset the session's next drop
+// (the peer event leaving established) is taken as the reset's doing:
+// LastError keeps the BFD reason, whatever reason GoBGP gives.
 const bfdResetNotice = 5 * time.Second
 
 // ensureBFD returns the BFD manager, creating it (and the loop that
@@ -69,7 +68,7 @@ func (m *Manager) syncBFD() {
 			continue // not established yet
 		}
 		if err := m.ensureBFD().Add(a, local, *s.peer.BFD); err != nil {
-			m.log.Warn("BFD session not started; the BGP session runs without it for now", "peer", a, "local", local, "err", err)
+			m.log.Warn("BFD session not started; the BGP session runs without it for now", "peer", a, "local", local, "error", err)
 			continue
 		}
 		if m.bfdPeers[a] != local {
@@ -155,7 +154,7 @@ func (m *Manager) bfdFailed(ev bfd.PeerEvent) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.gs.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: ev.Peer.String(), Communication: reason}); err != nil {
-		m.log.Warn("resetting the BGP session after BFD down", "peer", ev.Peer, "err", err)
+		m.log.Warn("resetting the BGP session after BFD down", "peer", ev.Peer, "error", err)
 	}
 }
 
@@ -171,7 +170,13 @@ func BFDDownReason(ev bfd.Event) string {
 	return r
 }
 
-// noteBFDReset records a BFD reset as s's last error and counts it.
+// noteBFDReset records a BFD reset as s's last error and counts it, before
+// the reset is asked of GoBGP. The session's next drop is then known to be
+// the reset's (bfdResetPending, see onPeerEvent): GoBGP's peer events of
+// one session arrive in order, and that drop's event comes after ResetPeer
+// was called, so it cannot overwrite the BFD reason. (Matched by its text,
+// as before, GoBGP's reason could be "read-failed" instead of its own
+// Cease when the connection failed first.)
 func (m *Manager) noteBFDReset(s *session, reason string) {
 	m.smu.Lock()
 	defer m.smu.Unlock()
@@ -180,17 +185,10 @@ func (m *Manager) noteBFDReset(s *session, reason string) {
 		return
 	}
 	now := time.Now()
-	ps.bfdResetAt = now
+	ps.bfdResetAt, ps.bfdResetPending = now, true
 	ps.st.LastError, ps.st.LastErrorAt = reason, now
 	ps.st.BFDResets++
 	m.publish(ps.st)
-}
-
-// ownResetNotice reports whether e is GoBGP's report of the Cease it sent
-// for a BFD reset a moment ago; m.smu is held.
-func ownResetNotice(ps *peerState, e string) bool {
-	return !ps.bfdResetAt.IsZero() && time.Since(ps.bfdResetAt) < bfdResetNotice &&
-		strings.HasPrefix(e, "session down: notification-sent code 6(")
 }
 
 // closeBFD removes every BFD session of the manager (AdminDown to each

@@ -1,9 +1,9 @@
-// Package bgp advertises prefixes to BGP routers from an embedded GoBGP v3
+// Package bgp advertises prefixes to BGP routers from an embedded GoBGP v4
 // server, fed with the whole desired state (Desired) and converging to it.
 //
 // # One GoBGP server per peer
 //
-// GoBGP v3 has per-neighbour policies only for route-server clients; for
+// GoBGP v4 has per-neighbour policies only for route-server clients; for
 // ordinary neighbours every export decision would go through one global
 // policy with neighbour-set conditions and a soft reset after each change.
 // Instead the Manager gives every peer its own GoBGP server (same router
@@ -11,9 +11,9 @@
 // with that peer's attributes and next hops. Per-peer prefix sets and
 // attributes are then plain AddPath/DeletePath calls, and one peer's
 // change never touches another session. Servers are started once and
-// pooled by (router ID, local AS, listen port and address): GoBGP's Serve
-// loop never returns, and StartBgp writes package variables that the other
-// servers read.
+// pooled by (router ID, local AS, listen port and address): a stopped
+// server cannot be started again, and StartBgp writes package variables
+// that the other servers read.
 //
 // # Diff and apply
 //
@@ -73,10 +73,12 @@
 //
 // # Observability
 //
-// Peers returns each session's state, uptime and last error; Watch
-// delivers every change; Stats gives the prefixes advertised and the
-// UPDATE and NOTIFICATION counters. Close withdraws everything and closes
-// every session with a Cease NOTIFICATION.
+// Peers returns each session's state, uptime and last error, taken from
+// GoBGP's peer events (each FSM transition with its reason), never from
+// its logs; Watch delivers every change; Stats gives the prefixes
+// advertised and the UPDATE and NOTIFICATION counters. Close withdraws
+// everything and closes every session with a Cease NOTIFICATION, each
+// after GoBGP counted its withdraw as sent (at most WithdrawFlush).
 //
 // docs/bgp.md has the whole story, with the tests against gobgpd and FRR.
 package bgp

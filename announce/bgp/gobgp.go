@@ -4,68 +4,72 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
-	gblog "github.com/osrg/gobgp/v3/pkg/log"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
-// This file turns our plain values into GoBGP API messages, and GoBGP's
-// logs into slog records and per-peer errors.
+// This file turns our plain values into GoBGP API values, GoBGP's peer
+// events into session states and errors, and GoBGP's slog records into
+// ours.
 
 var (
 	familyV4 = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
 	familyV6 = &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
 )
 
-func family(r *Route) *api.Family {
-	if r.Prefix.Addr().Is4() {
-		return familyV4
+func family(p netip.Prefix) bgp.Family {
+	if p.Addr().Is4() {
+		return bgp.RF_IPv4_UC
 	}
-	return familyV6
-}
-
-func mustAny(m proto.Message) *anypb.Any {
-	a, err := anypb.New(m)
-	if err != nil {
-		panic(err) // only for types that cannot be marshalled: a programming error
-	}
-	return a
+	return bgp.RF_IPv6_UC
 }
 
 // apiPath builds the GoBGP path for r: ORIGIN IGP, the next hop (NEXT_HOP
 // for IPv4, MP_REACH_NLRI for IPv6), communities, large communities and
-// LOCAL_PREF when set.
-func apiPath(r *Route) *api.Path {
-	nlri := mustAny(&api.IPAddressPrefix{Prefix: r.Prefix.Addr().String(), PrefixLen: uint32(r.Prefix.Bits())})
-	attrs := []*anypb.Any{mustAny(&api.OriginAttribute{Origin: 0})}
+// LOCAL_PREF when set. withdraw marks it as a withdrawal.
+func apiPath(r *Route, withdraw bool) (*apiutil.Path, error) {
+	nlri, err := bgp.NewIPAddrPrefix(r.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	fam := family(r.Prefix)
+	attrs := []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP)}
 	if r.Prefix.Addr().Is4() && r.NextHop.Is4() {
-		attrs = append(attrs, mustAny(&api.NextHopAttribute{NextHop: r.NextHop.String()}))
+		nh, err := bgp.NewPathAttributeNextHop(r.NextHop)
+		if err != nil {
+			return nil, err
+		}
+		attrs = append(attrs, nh)
 	} else {
-		attrs = append(attrs, mustAny(&api.MpReachNLRIAttribute{Family: family(r), NextHops: []string{r.NextHop.String()}, Nlris: []*anypb.Any{nlri}}))
+		mp, err := bgp.NewPathAttributeMpReachNLRI(fam, []bgp.PathNLRI{{NLRI: nlri}}, r.NextHop)
+		if err != nil {
+			return nil, err
+		}
+		attrs = append(attrs, mp)
 	}
 	if len(r.Communities) > 0 {
 		cs := make([]uint32, len(r.Communities))
 		for i, c := range r.Communities {
 			cs[i] = uint32(c)
 		}
-		attrs = append(attrs, mustAny(&api.CommunitiesAttribute{Communities: cs}))
+		attrs = append(attrs, bgp.NewPathAttributeCommunities(cs))
 	}
 	if len(r.LargeCommunities) > 0 {
-		ls := make([]*api.LargeCommunity, len(r.LargeCommunities))
+		ls := make([]*bgp.LargeCommunity, len(r.LargeCommunities))
 		for i, c := range r.LargeCommunities {
-			ls[i] = &api.LargeCommunity{GlobalAdmin: c.Global, LocalData1: c.Local1, LocalData2: c.Local2}
+			ls[i] = bgp.NewLargeCommunity(c.Global, c.Local1, c.Local2)
 		}
-		attrs = append(attrs, mustAny(&api.LargeCommunitiesAttribute{Communities: ls}))
+		attrs = append(attrs, bgp.NewPathAttributeLargeCommunities(ls))
 	}
 	if r.LocalPref != 0 {
-		attrs = append(attrs, mustAny(&api.LocalPrefAttribute{LocalPref: r.LocalPref}))
+		attrs = append(attrs, bgp.NewPathAttributeLocalPref(r.LocalPref))
 	}
-	return &api.Path{Family: family(r), Nlri: nlri, Pattrs: attrs}
+	return &apiutil.Path{Family: fam, Nlri: nlri, Attrs: attrs, Withdrawal: withdraw}, nil
 }
 
 // apiPeer builds the GoBGP neighbour for p (normalized). Both unicast
@@ -109,107 +113,149 @@ func apiPeer(p *Peer) *api.Peer {
 	return ap
 }
 
-// gobgpLogger adapts GoBGP's logger to slog and records the latest
-// session error of the server's only peer.
-type gobgpLogger struct {
-	log *slog.Logger
-
-	mu      sync.Mutex
-	errAddr string                   // the neighbour whose errors go to onError
-	onError func(string)             // set per session; nil while pooled
-	freed   map[string]chan struct{} // neighbour address -> closed when its FSM has ended
-}
-
-// expectFreed returns a channel closed when GoBGP has ended every
-// goroutine of the neighbour addr after it is deleted (GoBGP logs "freed
-// fsm.h" then). Call it before DeletePeer.
-func (l *gobgpLogger) expectFreed(addr string) <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.freed == nil {
-		l.freed = map[string]chan struct{}{}
+// stateName is our name of a GoBGP FSM state ("" for none).
+func stateName(s bgp.FSMState) string {
+	switch s {
+	case bgp.BGP_FSM_IDLE:
+		return "idle"
+	case bgp.BGP_FSM_CONNECT:
+		return "connect"
+	case bgp.BGP_FSM_ACTIVE:
+		return "active"
+	case bgp.BGP_FSM_OPENSENT:
+		return "opensent"
+	case bgp.BGP_FSM_OPENCONFIRM:
+		return "openconfirm"
+	case bgp.BGP_FSM_ESTABLISHED:
+		return "established"
 	}
-	c := make(chan struct{})
-	l.freed[addr] = c
-	return c
+	return ""
 }
 
-// setOnError routes the errors of neighbour addr to f; nil stops.
-// Errors of other addresses (a neighbour of the server's previous session
-// still ending) are dropped.
-func (l *gobgpLogger) setOnError(addr string, f func(string)) {
-	l.mu.Lock()
-	l.errAddr, l.onError = addr, f
-	l.mu.Unlock()
-}
-
-func (l *gobgpLogger) reportError(key any, s string) {
-	l.mu.Lock()
-	f := l.onError
-	if fmt.Sprint(key) != l.errAddr {
-		f = nil
+// peerEventError is the error a peer state event reports, "" for none.
+// GoBGP v4 puts the reason of every FSM transition into the event
+// (pkg/server/server.go: handleFSMMessage broadcasts it with the reason,
+// WatchEvent converts it with convertFSMStateReasonToAPI into
+// DisconnectReason and DisconnectMessage, the text of fsmStateReason.String
+// in pkg/server/fsm.go, e.g. "notification-received code 6(cease) subcode
+// 2(administrative shutdown)"). The event has no old state: was is the
+// state we had. Reasons that are no errors: UNSPECIFIED (GoBGP's progress
+// reasons "new-connection", "open-msg-received", "open-msg-negotiated",
+// and "dying"), ADMIN_DOWN and DECONFIGURED (our own DeletePeer), and
+// IDLE_TIMER_EXPIRED (idle to active).
+func peerEventError(was, now string, st *apiutil.PeerState) string {
+	switch st.DisconnectReason {
+	case api.PeerState_DISCONNECT_REASON_UNSPECIFIED, api.PeerState_DISCONNECT_REASON_ADMIN_DOWN,
+		api.PeerState_DISCONNECT_REASON_DECONFIGURED, api.PeerState_DISCONNECT_REASON_IDLE_TIMER_EXPIRED:
+		return ""
 	}
-	l.mu.Unlock()
-	if f != nil {
-		f(s)
+	msg := st.DisconnectMessage
+	if msg == "" {
+		msg = strings.ToLower(strings.TrimPrefix(st.DisconnectReason.String(), "DISCONNECT_REASON_"))
 	}
+	if was == "established" && now != "established" {
+		return "session down: " + msg
+	}
+	return msg // a session that failed before it was established
 }
 
-// Reasons for a state change that are not errors.
-var benignReasons = map[string]bool{
-	"": true, "new-connection": true, "open-msg-received": true, "open-msg-negotiated": true,
-	"idle-hold-timer-expired": true, "dying": true, "admin-down": true, "<nil>": true,
+// connectStall is how long a session may stay in idle/connect/active
+// before the manager reports that it cannot connect: the first dial of
+// GoBGP's connect loop comes within 2 s (minConnectRetryInterval), a dial
+// times out after max(connect retry - 1 s, 2 s) and the next comes a
+// connect retry later (pkg/server/fsm.go, connectLoop), so by then one dial
+// has failed and the next has started.
+func connectStall(p *Peer) time.Duration {
+	return 2*time.Second + 2*max(p.ConnectRetry, 2*time.Second)
 }
 
-func (l *gobgpLogger) record(level slog.Level, msg string, fields gblog.Fields) {
-	switch msg {
-	case "freed fsm.h":
-		l.mu.Lock()
-		if c, ok := l.freed[fmt.Sprint(fields["Key"])]; ok {
-			close(c)
-			delete(l.freed, fmt.Sprint(fields["Key"]))
+// connectError is LastError for a session that has been stuck before
+// OPENCONFIRM for d. GoBGP v4 reports no cause for a failed connection: its
+// outgoing connection manager keeps the FSM in ACTIVE while it dials,
+// sends its OPEN and waits for the router's (pkg/server/fsm.go,
+// outgoingConnManager.run), and a failed dial is only logged at debug level
+// ("failed to connect" in connectLoop); no peer event is sent. What the
+// API does tell is the neighbour's message counters (ListPeer): no OPEN
+// sent since the stall began means no TCP connection was made — refused,
+// unreachable, or timed out, which is also what a TCP MD5 password
+// mismatch looks like (the router's kernel drops the SYNs).
+func connectError(d time.Duration, openSent, notifReceived uint64) string {
+	switch {
+	case openSent == 0:
+		return fmt.Sprintf("connect: no TCP connection for %v (refused or timed out; GoBGP v4 reports no cause)", d)
+	case notifReceived > 0:
+		return fmt.Sprintf("connect: the router answered our OPEN with a NOTIFICATION; no session for %v", d)
+	}
+	return fmt.Sprintf("connect: OPEN sent, no session for %v", d)
+}
+
+// messageCounters reads a neighbour's OPENs and UPDATEs sent and
+// NOTIFICATIONs received, and the families its router offered in its OPEN
+// (multiprotocol capabilities; none means IPv4 unicast only, RFC 4760).
+type messageCounters struct {
+	openSent, updatesSent, notifReceived uint64
+	families                             map[bgp.Family]bool
+	local                                netip.Addr // the connection's local address, once established
+}
+
+func readCounters(ctx context.Context, g *gserver, a netip.Addr) (messageCounters, error) {
+	var c messageCounters
+	found := false
+	err := g.srv.ListPeer(ctx, &api.ListPeerRequest{Address: a.String()}, func(p *api.Peer) {
+		found = true
+		msgs := p.GetState().GetMessages()
+		c.openSent, c.updatesSent = msgs.GetSent().GetOpen(), msgs.GetSent().GetUpdate()
+		c.notifReceived = msgs.GetReceived().GetNotification()
+		c.families = map[bgp.Family]bool{}
+		for _, cp := range p.GetState().GetRemoteCap() {
+			if f := cp.GetMultiProtocol().GetFamily(); f != nil {
+				c.families[bgp.NewFamily(uint16(f.Afi), uint8(f.Safi))] = true
+			}
 		}
-		l.mu.Unlock()
-	case "Peer Down":
-		// "dying" and "admin-down" are our own doing (the peer deleted).
-		if r := fmt.Sprint(fields["Reason"]); !benignReasons[r] {
-			l.reportError(fields["Key"], "session down: "+r)
+		if len(c.families) == 0 {
+			c.families[bgp.RF_IPv4_UC] = true
 		}
-	case "failed to connect":
-		l.reportError(fields["Key"], fmt.Sprint("connect: ", fields["Error"]))
-	case "state changed":
-		// Leaving established is reported by "Peer Down".
-		if r := fmt.Sprint(fields["reason"]); !benignReasons[r] && fmt.Sprint(fields["new"]) != "BGP_FSM_ESTABLISHED" &&
-			fmt.Sprint(fields["old"]) != "BGP_FSM_ESTABLISHED" {
-			l.reportError(fields["Key"], r)
+		if l, err := netip.ParseAddr(p.GetTransport().GetLocalAddress()); err == nil {
+			c.local = l.Unmap()
 		}
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("neighbour %v not found", a)
 	}
-	if !l.log.Enabled(context.Background(), level) {
-		return
-	}
-	attrs := make([]any, 0, 2*len(fields))
-	for k, v := range fields {
-		attrs = append(attrs, strings.ToLower(k), v)
-	}
-	l.log.Log(context.Background(), level, "gobgp: "+msg, attrs...)
+	return c, err
 }
 
-func (l *gobgpLogger) Panic(msg string, f gblog.Fields) {
-	l.record(slog.LevelError, msg, f)
-	panic(msg)
-}
-func (l *gobgpLogger) Fatal(msg string, f gblog.Fields) {
-	l.record(slog.LevelError, msg, f)
-	panic(msg) // never exit the speaker from inside a library
-}
-func (l *gobgpLogger) Error(msg string, f gblog.Fields) { l.record(slog.LevelError, msg, f) }
-func (l *gobgpLogger) Warn(msg string, f gblog.Fields)  { l.record(slog.LevelWarn, msg, f) }
-func (l *gobgpLogger) Info(msg string, f gblog.Fields)  { l.record(slog.LevelInfo, msg, f) }
-func (l *gobgpLogger) Debug(msg string, f gblog.Fields) { l.record(slog.LevelDebug, msg, f) }
+// gobgpHandler is the slog handler GoBGP logs through: our handler, with
+// "gobgp: " before each message and the attribute keys in lower case.
+// Whether a record is printed is our handler's decision (its level).
+type gobgpHandler struct{ h slog.Handler }
 
-// SetLevel is ignored: the slog handler decides what is printed.
-func (l *gobgpLogger) SetLevel(gblog.LogLevel) {}
+func newGoBGPLogger(log *slog.Logger) *slog.Logger {
+	return slog.New(gobgpHandler{log.Handler()})
+}
 
-// GetLevel is always debug, so GoBGP reports connection failures (it
-// logs them at debug level only); record filters by the slog level.
-func (l *gobgpLogger) GetLevel() gblog.LogLevel { return gblog.DebugLevel }
+func (g gobgpHandler) Enabled(ctx context.Context, l slog.Level) bool { return g.h.Enabled(ctx, l) }
+
+func (g gobgpHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, "gobgp: "+r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(lowerKey(a))
+		return true
+	})
+	return g.h.Handle(ctx, out)
+}
+
+func (g gobgpHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	low := make([]slog.Attr, len(as))
+	for i, a := range as {
+		low[i] = lowerKey(a)
+	}
+	return gobgpHandler{g.h.WithAttrs(low)}
+}
+
+func (g gobgpHandler) WithGroup(name string) slog.Handler { return gobgpHandler{g.h.WithGroup(name)} }
+
+func lowerKey(a slog.Attr) slog.Attr {
+	a.Key = strings.ToLower(a.Key)
+	return a
+}

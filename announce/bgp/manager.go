@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
-	"github.com/osrg/gobgp/v3/pkg/server"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/herald-lb/herald/announce/bfd"
 	"github.com/herald-lb/herald/internal/fanout"
@@ -23,9 +25,10 @@ type Options struct {
 	// Logger receives the manager's records and GoBGP's (prefixed
 	// "gobgp: "); nil discards them.
 	Logger *slog.Logger
-	// WithdrawFlush is how long a session that is torn down waits between
-	// withdrawing its routes and sending the Cease NOTIFICATION, so the
-	// UPDATE leaves before the session closes; default 50ms.
+	// WithdrawFlush is how long a session that is torn down waits at most
+	// between withdrawing its routes and sending the Cease NOTIFICATION:
+	// the wait ends as soon as GoBGP counts the withdraw UPDATEs as sent
+	// (see awaitWithdraw); default 50ms.
 	WithdrawFlush time.Duration
 	// BFD runs the BFD sessions of the peers that have a BFD profile; nil:
 	// the Manager makes one when a peer first needs it (and closes it in
@@ -46,7 +49,9 @@ type PeerStatus struct {
 	// not); the uptime is time.Since(Since) while Established.
 	Since time.Time
 	// LastError is the latest reason the session went down or could not
-	// come up (a NOTIFICATION, a refused or timed-out connection), and
+	// come up, from GoBGP's peer events (a NOTIFICATION, a hold timer, a
+	// read error: "session down: ..."), or "connect: ..." when it has not
+	// connected for a while (GoBGP reports no cause for that), and
 	// LastErrorAt when it was seen. It is kept after the session recovers.
 	LastError   string
 	LastErrorAt time.Time
@@ -85,7 +90,6 @@ type Manager struct {
 
 type gserver struct {
 	srv *server.BgpServer
-	log *gobgpLogger
 }
 
 type session struct {
@@ -96,15 +100,25 @@ type session struct {
 	key    serverKey
 	added  bool               // the neighbour is configured in the server
 	cancel context.CancelFunc // the WatchEvent subscription
+	// stallAfter is connectStall(&peer), for the event callbacks (which
+	// must not read peer: Set writes it under m.mu).
+	stallAfter atomic.Int64
 }
 
 type peerState struct {
 	owner *session
 	st    PeerStatus
 	// local is the local address of the established connection (kept
-	// after it closes); bfdResetAt when the BFD hook last reset it.
-	local      netip.Addr
-	bfdResetAt time.Time
+	// after it closes); bfdResetAt when the BFD hook last reset it, and
+	// bfdResetPending until the session has gone down after that reset.
+	local           netip.Addr
+	bfdResetAt      time.Time
+	bfdResetPending bool
+	// stall runs while the session is in idle, connect or active (see
+	// connectStall), from stallSince, with the counters read then.
+	stall      *time.Timer
+	stallSince time.Time
+	stallBase  messageCounters
 }
 
 // New returns a manager with no sessions.
@@ -182,7 +196,7 @@ func (m *Manager) Set(ctx context.Context, d Desired) error {
 		s := m.sessions[u.Peer]
 		m.noteIgnoredLocalPref(next.Global, nextPeers[u.Peer])
 		m.log.Debug("updating routes", "peer", u.Peer, "add", len(u.Add), "update", len(u.Update), "withdraw", len(u.Withdraw))
-		if err := applyRoutes(ctx, s.gs.srv, u); err != nil {
+		if err := applyRoutes(s.gs.srv, u); err != nil {
 			fail(u.Peer, err)
 		}
 	}
@@ -219,10 +233,14 @@ func (m *Manager) noteIgnoredLocalPref(g Global, p *Peer) {
 }
 
 // applyRoutes announces (AddPath replaces a route in place) and withdraws.
-func applyRoutes(ctx context.Context, srv *server.BgpServer, u PeerRoutes) error {
+func applyRoutes(srv *server.BgpServer, u PeerRoutes) error {
 	for _, rs := range [][]Route{u.Add, u.Update} {
 		for i := range rs {
-			if _, err := srv.AddPath(ctx, &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: apiPath(&rs[i])}); err != nil {
+			p, err := apiPath(&rs[i], false)
+			if err == nil {
+				_, err = srv.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{p}})
+			}
+			if err != nil {
 				return fmt.Errorf("advertising %v: %w", rs[i].Prefix, err)
 			}
 		}
@@ -232,7 +250,11 @@ func applyRoutes(ctx context.Context, srv *server.BgpServer, u PeerRoutes) error
 		if pfx.Addr().Is6() {
 			r.NextHop = netip.IPv6Unspecified()
 		}
-		if err := srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: family(&r), Path: apiPath(&r)}); err != nil {
+		p, err := apiPath(&r, true)
+		if err == nil {
+			err = srv.DeletePath(apiutil.DeletePathRequest{Paths: []*apiutil.Path{p}})
+		}
+		if err != nil {
 			return fmt.Errorf("withdrawing %v: %w", pfx, err)
 		}
 	}
@@ -257,19 +279,21 @@ func keyOf(g Global, p *Peer) serverKey {
 }
 
 // server returns a started server for k: an idle one from the pool, or a
-// new one. Servers are kept started and reused because GoBGP's Serve loop
-// never returns, and because StartBgp writes package-level variables of
-// GoBGP that other servers read.
+// new one. Servers are kept started and reused because StartBgp writes
+// package-level variables of GoBGP that other servers read
+// (table.SelectionOptions, table.UseMultiplePaths), and a stopped server
+// cannot be started again (Serve closes its management channel).
 func (m *Manager) server(ctx context.Context, k serverKey) (*gserver, error) {
 	if n := len(m.pool[k]); n > 0 {
 		gs := m.pool[k][n-1]
 		m.pool[k] = m.pool[k][:n-1]
 		return gs, nil
 	}
-	gl := &gobgpLogger{log: m.log}
-	srv := server.NewBgpServer(server.LoggerOption(gl))
+	// GoBGP v4 logs through slog; nil LevelVar: only our handler's level
+	// decides what is printed.
+	srv := server.NewBgpServer(server.LoggerOption(newGoBGPLogger(m.log), nil))
 	go srv.Serve()
-	gs := &gserver{srv: srv, log: gl}
+	gs := &gserver{srv: srv}
 	g := &api.Global{Asn: k.asn, RouterId: k.routerID.String(), ListenPort: -1}
 	if k.listenPort != 0 {
 		g.ListenPort = int32(k.listenPort)
@@ -278,6 +302,7 @@ func (m *Manager) server(ctx context.Context, k serverKey) (*gserver, error) {
 		}
 	}
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: g}); err != nil {
+		m.stopServer(gs)
 		return nil, fmt.Errorf("starting GoBGP: %w", err)
 	}
 	if err := srv.SetPolicies(ctx, importNothing); err != nil {
@@ -291,10 +316,17 @@ func (m *Manager) server(ctx context.Context, k serverKey) (*gserver, error) {
 	return gs, nil
 }
 
+// stopServer stops gs for good. Stop is StopBgp (which deletes any
+// neighbour left with a Cease NOTIFICATION, then waits on the server's
+// shutdown WaitGroup: Serve and every FSM goroutine, those of neighbours
+// deleted earlier included, since fsm.start adds each to it —
+// pkg/server/server.go StopBgp, pkg/server/fsm.go fsm.start and
+// fsmHandler.loop) and then ends the server's BFD goroutine, which
+// StopBgp alone would leave running. When it returns, every NOTIFICATION
+// of the server has been written (fsmHandler.established writes the
+// deconfigured NOTIFICATION before its loop returns).
 func (m *Manager) stopServer(gs *gserver) {
-	if err := gs.srv.StopBgp(context.Background(), &api.StopBgpRequest{}); err != nil {
-		m.log.Warn("stopping GoBGP", "err", err)
-	}
+	gs.srv.Stop() // logs its own error ("gobgp: failed to stop BGP server")
 }
 
 // importNothing is every server's policy: nothing the routers send is
@@ -304,18 +336,18 @@ func (m *Manager) stopServer(gs *gserver) {
 // neighbour address instead (a local route has none) and the default
 // accepts.
 var importNothing = &api.SetPoliciesRequest{
-	DefinedSets: []*api.DefinedSet{{DefinedType: api.DefinedType_NEIGHBOR, Name: "herald-any-router", List: []string{"0.0.0.0/0", "::/0"}}},
+	DefinedSets: []*api.DefinedSet{{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: "herald-any-router", List: []string{"0.0.0.0/0", "::/0"}}},
 	Policies: []*api.Policy{{Name: "herald-import-nothing", Statements: []*api.Statement{{
 		Name:       "reject-routers",
-		Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Type: api.MatchSet_ANY, Name: "herald-any-router"}},
-		Actions:    &api.Actions{RouteAction: api.RouteAction_REJECT},
+		Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: "herald-any-router"}},
+		Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
 	}}}},
 }
 
 // importNothingAssignment applies importNothing (SetPolicies does not
 // apply assignments).
 var importNothingAssignment = &api.PolicyAssignment{
-	Name: "global", Direction: api.PolicyDirection_IMPORT, DefaultAction: api.RouteAction_ACCEPT,
+	Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_IMPORT, DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
 	Policies: []*api.Policy{{Name: "herald-import-nothing"}},
 }
 
@@ -327,17 +359,20 @@ func (m *Manager) start(ctx context.Context, g Global, p *Peer) error {
 		return err
 	}
 	s := &session{addr: p.Address, g: g, peer: *p, gs: gs, key: k, cancel: func() {}}
+	s.stallAfter.Store(int64(connectStall(p)))
 	m.sessions[p.Address] = s
 	m.setOwner(s)
-	gs.log.setOnError(p.Address.String(), func(e string) { m.onError(s, e) })
+	// State and errors come from GoBGP's peer events (WatchPeer): one per
+	// FSM transition, with the reason (see peerEventError). They are
+	// delivered in order, from one goroutine per watch.
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	if err := gs.srv.WatchEvent(wctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(r *api.WatchEventResponse) {
-		m.onEvent(s, r)
-	}); err != nil {
+	if err := gs.srv.WatchEvent(wctx, server.WatchEventMessageCallbacks{
+		OnPeerUpdate: func(ev *apiutil.WatchEventMessage_PeerEvent, _ time.Time) { m.onPeerEvent(s, ev) },
+	}, server.WatchPeer()); err != nil {
 		return fmt.Errorf("watching peer state: %w", err)
 	}
-	if err := applyRoutes(ctx, gs.srv, PeerRoutes{Add: routes(g, p)}); err != nil {
+	if err := applyRoutes(gs.srv, PeerRoutes{Add: routes(g, p)}); err != nil {
 		return err
 	}
 	if err := gs.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
@@ -361,15 +396,98 @@ func (m *Manager) recreate(ctx context.Context, g Global, p *Peer) error {
 	}
 	s.added = false
 	m.resetState(s)
-	if err := applyRoutes(ctx, s.gs.srv, diffRoutes(routes(s.g, &s.peer), routes(g, p))); err != nil {
+	if err := applyRoutes(s.gs.srv, diffRoutes(routes(s.g, &s.peer), routes(g, p))); err != nil {
 		return err
 	}
 	s.g, s.peer = g, *p
+	s.stallAfter.Store(int64(connectStall(p)))
 	if err := s.gs.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
 		return fmt.Errorf("adding neighbour: %w", err)
 	}
 	s.added = true
 	return nil
+}
+
+// withdrawAll withdraws every route of ours in s's RIB, whatever the last
+// Set got to, and, when the session is established with routes, waits
+// until the withdraw has left (awaitWithdraw), so that the router gets it
+// before the Cease NOTIFICATION that follows.
+func (m *Manager) withdrawAll(ctx context.Context, s *session) error {
+	wait := s.added && len(s.peer.Advertisements) > 0 && m.established(s)
+	var before messageCounters
+	if wait {
+		var err error
+		if before, err = readCounters(ctx, s.gs, s.addr); err != nil {
+			wait = false
+			m.log.Debug("no UPDATE counter before the withdraw; not waiting for it", "peer", s.addr, "error", err)
+		}
+	}
+	if err := s.gs.srv.DeletePath(apiutil.DeletePathRequest{DeleteAll: true}); err != nil {
+		return err
+	}
+	if wait {
+		m.awaitWithdraw(ctx, s, before)
+	}
+	return nil
+}
+
+// awaitWithdraw waits until GoBGP counts, since before, one UPDATE sent
+// to s's router per family of s's prefixes that the router negotiated,
+// for at most m.flush; it polls ListPeer every millisecond or two.
+//
+// Why this signal: DeletePath puts the withdrawals on the neighbour's
+// outgoing queue before it returns (propagateUpdate, in the management
+// operation), and the send loop packs the queued paths into UPDATEs per
+// family (table.CreateUpdateMsgFromPaths) and counts each one in
+// Messages.Sent.Update only after conn.Write returned
+// (pkg/server/fsm.go, sendMessageloop: send, bgpMessageStateUpdate). A
+// counted UPDATE is in the kernel's send buffer, ahead of anything written
+// later on the same connection — the NOTIFICATION of DeletePeer included.
+// (The Adj-RIB-out is no signal: ListPath computes it from the RIB, so it
+// is empty as soon as DeletePath returns.) One UPDATE per family carries
+// about 800 IPv4 or 230 IPv6 host-route withdrawals; beyond that only the
+// first is awaited, and the router drops the rest with the session. Unlike
+// the fixed pause this replaces, m.mu (held by the caller) is held only
+// until the withdraw left, usually well under a millisecond; m.flush only
+// bounds it for a router that does not read.
+func (m *Manager) awaitWithdraw(ctx context.Context, s *session, before messageCounters) {
+	want := uint64(0)
+	for _, f := range []bgp.Family{bgp.RF_IPv4_UC, bgp.RF_IPv6_UC} {
+		if !before.families[f] {
+			continue
+		}
+		for _, a := range s.peer.Advertisements {
+			if family(a.Prefix) == f {
+				want++
+				break
+			}
+		}
+	}
+	if want == 0 {
+		return
+	}
+	start := time.Now()
+	deadline := start.Add(m.flush)
+	poll := 200 * time.Microsecond
+	for {
+		c, err := readCounters(ctx, s.gs, s.addr)
+		switch {
+		case err != nil:
+			m.log.Debug("withdraw not confirmed", "peer", s.addr, "error", err)
+			return
+		case c.updatesSent >= before.updatesSent+want:
+			m.log.Debug("withdraw sent", "peer", s.addr, "updates", c.updatesSent-before.updatesSent, "after", time.Since(start))
+			return
+		case !m.established(s):
+			return // no connection left to write to
+		case time.Now().After(deadline):
+			m.log.Debug("withdraw not confirmed within the flush time", "peer", s.addr, "flush", m.flush,
+				"updates", c.updatesSent-before.updatesSent, "want", want)
+			return
+		}
+		time.Sleep(poll)
+		poll = min(2*poll, 2*time.Millisecond)
+	}
 }
 
 // teardown withdraws a's routes, closes its session with a Cease
@@ -379,40 +497,28 @@ func (m *Manager) recreate(ctx context.Context, g Global, p *Peer) error {
 func (m *Manager) teardown(ctx context.Context, a netip.Addr, final bool) {
 	s := m.sessions[a]
 	delete(m.sessions, a)
-	// Every route of ours in the RIB, whatever the last Set got to.
-	werr := s.gs.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL})
+	werr := m.withdrawAll(ctx, s)
 	if werr != nil {
-		m.log.Warn("withdrawing before teardown", "peer", a, "err", werr)
-	}
-	if len(s.peer.Advertisements) > 0 && m.established(s) {
-		time.Sleep(m.flush) // let the withdraw leave before the NOTIFICATION
+		m.log.Warn("withdrawing before teardown", "peer", a, "error", werr)
 	}
 	s.cancel()
-	s.gs.log.setOnError("", nil)
 	var derr error
-	var freed <-chan struct{}
 	if s.added {
-		freed = s.gs.log.expectFreed(a.String())
 		if derr = s.gs.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: a.String()}); derr != nil {
-			m.log.Warn("deleting neighbour", "peer", a, "err", derr)
+			m.log.Warn("deleting neighbour", "peer", a, "error", derr)
 		}
 	}
-	switch {
-	case werr == nil && derr == nil:
+	if werr == nil && derr == nil {
 		m.pool[s.key] = append(m.pool[s.key], s.gs)
-	case derr == nil && freed != nil:
-		// Not reused (its RIB may hold routes), and not stopped before the
-		// neighbour has ended (see Close).
-		select {
-		case <-freed:
-		case <-time.After(2 * time.Second):
-		}
+	} else {
+		// Not reused: its RIB may hold routes, or the neighbour may still
+		// be up (StopBgp ends it, with a Cease, and waits for it).
 		m.stopServer(s.gs)
-	default:
-		m.stopServer(s.gs) // the neighbour may still be up: StopBgp ends it
 	}
 	if final {
 		m.removed(a, s)
+	} else {
+		m.stopStall(s)
 	}
 }
 
@@ -421,6 +527,7 @@ func (m *Manager) removed(a netip.Addr, s *session) {
 	m.smu.Lock()
 	defer m.smu.Unlock()
 	if ps := m.status[a]; ps != nil && ps.owner == s {
+		ps.stopStall()
 		delete(m.status, a)
 		ps.st.Removed, ps.st.Established, ps.st.State, ps.st.Since = true, false, "idle", time.Time{}
 		m.publish(ps.st)
@@ -444,59 +551,45 @@ func (m *Manager) Close(ctx context.Context) error {
 		return nil
 	}
 	m.closed = true
+	// Withdraw everywhere first, in parallel, each session waiting for its
+	// own withdraw to leave (awaitWithdraw, at most m.flush).
 	var wg sync.WaitGroup
 	for a, s := range m.sessions {
-		// Withdraw everywhere first, in parallel: one flush pause in all.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.gs.srv.DeletePath(ctx, &api.DeletePathRequest{TableType: api.TableType_GLOBAL}); err != nil {
-				m.log.Warn("withdrawing on close", "peer", a, "err", err)
+			if err := m.withdrawAll(ctx, s); err != nil {
+				m.log.Warn("withdrawing on close", "peer", a, "error", err)
 			}
-			s.peer.Advertisements = nil // teardown need not wait again
 		}()
 	}
 	wg.Wait()
-	if len(m.sessions) > 0 {
-		time.Sleep(m.flush)
-	}
-	// Delete every neighbour (Cease NOTIFICATION) and wait until GoBGP has
-	// ended its goroutines, so the NOTIFICATION is written before Close
-	// returns; only then stop the servers: StopBgp on a server whose
-	// neighbour is still being torn down races with that neighbour's
-	// goroutines inside GoBGP (its global configuration is reset under
-	// them).
-	var freed []<-chan struct{}
+	// Delete every neighbour (Cease NOTIFICATION), then stop the servers:
+	// StopBgp waits until the FSM goroutines of the deleted neighbours have
+	// ended, so every NOTIFICATION is written before Close returns (see
+	// stopServer).
 	for a, s := range m.sessions {
 		s.cancel()
-		s.gs.log.setOnError("", nil)
 		if s.added {
-			c := s.gs.log.expectFreed(a.String())
 			if err := s.gs.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: a.String()}); err != nil {
-				m.log.Warn("deleting neighbour", "peer", a, "err", err)
-			} else {
-				freed = append(freed, c)
+				m.log.Warn("deleting neighbour", "peer", a, "error", err)
 			}
 		}
 		m.pool[s.key] = append(m.pool[s.key], s.gs)
 		m.removed(a, s)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	for _, c := range freed {
-		select {
-		case <-c:
-		case <-wctx.Done():
-			m.log.Warn("a session did not end within 2s of its deletion")
-		}
-	}
 	m.sessions = map[netip.Addr]*session{}
 	m.closeBFD()
 	for _, gss := range m.pool {
 		for _, gs := range gss {
-			m.stopServer(gs)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m.stopServer(gs)
+			}()
 		}
 	}
+	wg.Wait()
 	m.pool = nil
 	m.subs.Close()
 	return nil
@@ -571,6 +664,7 @@ func (m *Manager) setOwner(s *session) {
 	defer m.smu.Unlock()
 	ps := &peerState{owner: s, st: PeerStatus{Peer: s.addr, State: "idle"}}
 	if old := m.status[s.addr]; old != nil {
+		old.stopStall()
 		ps.st.LastError, ps.st.LastErrorAt, ps.st.BFDResets = old.st.LastError, old.st.LastErrorAt, old.st.BFDResets
 		ps.local = old.local
 	}
@@ -583,51 +677,163 @@ func (m *Manager) resetState(s *session) {
 	m.smu.Lock()
 	defer m.smu.Unlock()
 	if ps := m.status[s.addr]; ps != nil && ps.owner == s {
+		ps.stopStall()
 		ps.st.State, ps.st.Established, ps.st.Since = "idle", false, time.Time{}
 		m.publish(ps.st)
 	}
 }
 
-func (m *Manager) onEvent(s *session, r *api.WatchEventResponse) {
-	pe := r.GetPeer()
-	if pe == nil || pe.GetPeer().GetState() == nil {
-		return
-	}
-	state := strings.ToLower(pe.GetPeer().GetState().GetSessionState().String())
-	if state == "unknown" {
-		return
-	}
-	m.smu.Lock()
-	defer m.smu.Unlock()
-	ps := m.status[s.addr]
-	if ps == nil || ps.owner != s || ps.st.State == state {
-		return
-	}
-	ps.st.State = state
-	est := state == "established"
-	if est && !ps.st.Established {
-		ps.st.Since = time.Now()
-		if l, err := netip.ParseAddr(pe.GetPeer().GetTransport().GetLocalAddress()); err == nil && l.IsValid() && !l.IsUnspecified() {
-			ps.local = l.Unmap()
-		}
-		m.kickBFD() // a BFD session may now have its local address
-	}
-	if !est {
-		ps.st.Since = time.Time{}
-	}
-	ps.st.Established = est
-	m.log.Info("session state", "peer", ps.st.Peer, "state", state)
-	m.publish(ps.st)
+// connecting reports whether state is before the router's OPEN was
+// received (GoBGP's outgoing connection stays in active until then).
+func connecting(state string) bool {
+	return state == "idle" || state == "connect" || state == "active"
 }
 
-func (m *Manager) onError(s *session, e string) {
+// onPeerEvent takes a GoBGP peer event of s's server: the new FSM state
+// and, on a transition, its reason (peerEventError).
+func (m *Manager) onPeerEvent(s *session, ev *apiutil.WatchEventMessage_PeerEvent) {
+	if ev.Type != apiutil.PEER_EVENT_STATE && ev.Type != apiutil.PEER_EVENT_INIT {
+		return
+	}
+	// A pooled server's previous neighbour (another address) may still
+	// report its end.
+	if ev.Peer.Conf.NeighborAddress.Unmap() != s.addr {
+		return
+	}
+	state := stateName(ev.Peer.State.SessionState)
+	if state == "" {
+		return
+	}
+	// GoBGP calls are made here, before m.smu is taken.
+	var local netip.Addr
+	var counters messageCounters
+	var cerr error
+	switch {
+	case state == "established":
+		// The event carries the configured local address
+		// (newWatchEventPeer: Transport.Config.LocalAddress, unspecified
+		// without a source address); ListPeer has the connection's
+		// (Transport.State.LocalAddress, set by fsm.stateChange before the
+		// event is sent).
+		local = ev.Peer.Transport.LocalAddress.Unmap()
+		if !local.IsValid() || local.IsUnspecified() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			c, err := readCounters(ctx, s.gs, s.addr)
+			cancel()
+			local = c.local
+			if err != nil {
+				m.log.Debug("no local address for the established session", "peer", s.addr, "error", err)
+			}
+		}
+	case connecting(state):
+		// The counters the stall report compares with (armStall).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		counters, cerr = readCounters(ctx, s.gs, s.addr)
+		cancel()
+	}
+
 	m.smu.Lock()
 	defer m.smu.Unlock()
 	ps := m.status[s.addr]
-	if ps == nil || ps.owner != s || ps.st.LastError == e || ownResetNotice(ps, e) {
+	if ps == nil || ps.owner != s {
 		return
 	}
-	ps.st.LastError, ps.st.LastErrorAt = e, time.Now()
-	m.log.Info("session error", "peer", ps.st.Peer, "err", e)
-	m.publish(ps.st)
+	was := ps.st.State
+	changed := false
+	if e := peerEventError(was, state, &ev.Peer.State); e != "" {
+		switch {
+		case ps.bfdResetPending && was == "established" && time.Since(ps.bfdResetAt) < bfdResetNotice:
+			// Our BFD reset took the session down: LastError already has
+			// the BFD reason. GoBGP's reason for the same drop (normally
+			// the Cease it sent, "notification-sent code 6(cease) subcode
+			// 4(administrative reset)") says nothing more, whichever it is.
+			ps.bfdResetPending = false
+			m.log.Info("session down after the BFD reset", "peer", ps.st.Peer, "gobgp_reason", e)
+		case e != ps.st.LastError:
+			ps.st.LastError, ps.st.LastErrorAt = e, time.Now()
+			m.log.Info("session error", "peer", ps.st.Peer, "error", e)
+			changed = true
+		}
+	}
+	if state != was {
+		ps.st.State = state
+		est := state == "established"
+		if est && !ps.st.Established {
+			ps.st.Since = time.Now()
+			ps.bfdResetPending = false
+			if local.IsValid() && !local.IsUnspecified() {
+				ps.local = local
+			}
+			m.kickBFD() // a BFD session may now have its local address
+		}
+		if !est {
+			ps.st.Since = time.Time{}
+		}
+		ps.st.Established = est
+		m.log.Info("session state", "peer", ps.st.Peer, "state", state)
+		changed = true
+	}
+	switch {
+	case !connecting(state):
+		ps.stopStall()
+	case ps.stall == nil && cerr == nil:
+		m.armStall(s, ps, counters)
+	}
+	if changed {
+		m.publish(ps.st)
+	}
+}
+
+// armStall starts s's stall timer: if the session is still connecting
+// after connectStall, connectStalled reports it. m.smu is held.
+func (m *Manager) armStall(s *session, ps *peerState, base messageCounters) {
+	d := time.Duration(s.stallAfter.Load())
+	ps.stallSince, ps.stallBase = time.Now(), base
+	ps.stall = time.AfterFunc(d, func() { m.connectStalled(s, d) })
+}
+
+func (ps *peerState) stopStall() {
+	if ps.stall != nil {
+		ps.stall.Stop()
+		ps.stall = nil
+	}
+}
+
+func (m *Manager) stopStall(s *session) {
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	if ps := m.status[s.addr]; ps != nil && ps.owner == s {
+		ps.stopStall()
+	}
+}
+
+// connectStalled sets LastError for a session that has been connecting
+// for d (see connectError), and checks again every d while it goes on.
+func (m *Manager) connectStalled(s *session, d time.Duration) {
+	m.smu.Lock()
+	ps := m.status[s.addr]
+	if ps == nil || ps.owner != s || ps.stall == nil || !connecting(ps.st.State) {
+		m.smu.Unlock()
+		return
+	}
+	base := ps.stallBase
+	m.smu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	c, err := readCounters(ctx, s.gs, s.addr)
+	cancel()
+	if err != nil {
+		return // the neighbour is gone: torn down meanwhile
+	}
+	e := connectError(d, c.openSent-base.openSent, c.notifReceived-base.notifReceived)
+	m.smu.Lock()
+	defer m.smu.Unlock()
+	if ps = m.status[s.addr]; ps == nil || ps.owner != s || ps.stall == nil || !connecting(ps.st.State) {
+		return
+	}
+	ps.stall.Reset(d)
+	if ps.st.LastError != e {
+		ps.st.LastError, ps.st.LastErrorAt = e, time.Now()
+		m.log.Info("session error", "peer", ps.st.Peer, "error", e)
+		m.publish(ps.st)
+	}
 }

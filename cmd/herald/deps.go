@@ -9,7 +9,7 @@ import (
 	_ "github.com/hashicorp/memberlist"
 	_ "github.com/mdlayher/arp"
 	_ "github.com/mdlayher/ndp"
-	_ "github.com/osrg/gobgp/v3/pkg/server"
+	_ "github.com/osrg/gobgp/v4/pkg/server"
 	_ "github.com/prometheus/client_golang/prometheus"
 	_ "github.com/vishvananda/netlink"
 	_ "k8s.io/client-go/kubernetes"
