@@ -12,6 +12,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/herald-lb/herald/config/community"
 )
 
 // Config is the validated configuration. Every slice is sorted by name and
@@ -27,7 +29,7 @@ type Config struct {
 	// Peers are the valid BGP peers, sorted by name.
 	Peers []*Peer
 	// Communities maps alias names to their values.
-	Communities map[string]CommunityValue
+	Communities map[string]community.Value
 	// BFDProfiles are the valid BFD profiles, sorted by name.
 	BFDProfiles []*BFDProfile
 }
@@ -199,17 +201,7 @@ type BGPAdvertisement struct {
 	AggregationLengthV6 int
 	LocalPref           uint32
 	// Communities are resolved (aliases replaced by values), in spec order.
-	Communities []CommunityValue
-}
-
-// CommunityValue is a standard or large BGP community.
-type CommunityValue struct {
-	// Large is true for a large community (RFC 8092).
-	Large bool
-	// Standard holds a standard community as ASN<<16 | value.
-	Standard uint32
-	// GlobalAdmin, Local1, Local2 hold a large community.
-	GlobalAdmin, Local1, Local2 uint32
+	Communities []community.Value
 }
 
 // Peer is a validated BGPPeer.

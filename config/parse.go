@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/herald-lb/herald/config/community"
 	"github.com/herald-lb/herald/config/v1beta1"
 )
 
@@ -90,7 +91,7 @@ func filter[T any](in []T, keep func(T) bool) []T {
 // reported, so adding a bad object never breaks one that worked before.
 func Parse(objs Objects) (*Config, Problems) {
 	var probs Problems
-	cfg := &Config{Communities: map[string]CommunityValue{}}
+	cfg := &Config{Communities: map[string]community.Value{}}
 	objs = readable(objs, &probs)
 
 	parseCommunities(objs.Communities, cfg, &probs)

@@ -53,10 +53,9 @@ type bgpState struct {
 // its cache). Every planning decision is the planner's (speaker/plan: the
 // router ID, next hops, the multihop TTL, what the node cannot carry, in
 // d.Left); what is left here is what needs the node's own reads, and it is
-// left out and reported, never the whole state:
-//   - a session whose password cannot be read (it would not come up anyway;
-//     a session without it would be refused by the router);
-//   - a community that does not parse (the route goes without it).
+// left out and reported, never the whole state: a session whose password
+// cannot be read (it would not come up anyway; a session without it would be
+// refused by the router).
 func buildBGP(d plan.BGPDesired, password func(peer string, ref plan.SecretRef) (string, error)) bgpState {
 	st := bgpState{names: map[netip.Addr]bgpPeerInfo{}}
 	for _, l := range d.Left {
@@ -101,13 +100,7 @@ func buildBGP(d plan.BGPDesired, password func(peer string, ref plan.SecretRef) 
 		st.desired.Peers = append(st.desired.Peers, p)
 	}
 	for _, r := range d.Routes {
-		adv := bgp.Advertisement{Prefix: r.Prefix, LocalPref: r.LocalPref}
-		var bad, badLarge []error
-		adv.Communities, bad = parseEach(r.Communities, bgp.ParseCommunity)
-		adv.LargeCommunities, badLarge = parseEach(r.LargeCommunities, bgp.ParseLargeCommunity)
-		if bad = append(bad, badLarge...); len(bad) > 0 {
-			st.problems = append(st.problems, fmt.Errorf("bgp route %s: %w; advertised without them", r.Prefix, errors.Join(bad...)))
-		}
+		adv := bgp.Advertisement{Prefix: r.Prefix, LocalPref: r.LocalPref, Communities: r.Communities, LargeCommunities: r.LargeCommunities}
 		for _, name := range r.Peers {
 			if i, ok := byName[name]; ok { // else its session was left out above
 				st.desired.Peers[i].Advertisements = append(st.desired.Peers[i].Advertisements, adv)
@@ -138,22 +131,6 @@ func leftError(l plan.BGPIssue) error {
 	default:
 		return fmt.Errorf("bgp: %s", l)
 	}
-}
-
-// parseEach parses every string with parse, keeping what parses and
-// returning the errors of the rest.
-func parseEach[T any](ss []string, parse func(string) (T, error)) ([]T, []error) {
-	var out []T
-	var errs []error
-	for _, s := range ss {
-		v, err := parse(s)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		out = append(out, v)
-	}
-	return out, errs
 }
 
 // syncBGP applies the node's BGP plan when it changed, and logs what had to
@@ -298,17 +275,20 @@ func (a *Agent) watchBGP(ctx context.Context) error {
 // sessionDownReason explains a session error to an operator. A TCP MD5
 // mismatch is never reported as such: the kernel on either side drops the
 // segments whose signature is wrong or missing, so the speaker only sees its
-// connection attempts time out. A timeout says what it may mean.
+// connection attempts go unanswered. GoBGP v4 does not say why a connection
+// failed (announce/bgp reports "no TCP connection": refused or timed out
+// alike), so such an error, and a timeout, says what it may mean.
 func sessionDownReason(lastError string, md5 bool) string {
-	if !strings.Contains(lastError, "timeout") && !strings.Contains(lastError, "timed out") {
+	if !strings.Contains(lastError, "timeout") && !strings.Contains(lastError, "timed out") &&
+		!strings.Contains(lastError, "no TCP connection") {
 		return lastError
 	}
 	if md5 {
-		return lastError + " (no answer: the router is unreachable, does not peer with this node, or has a different " +
-			"TCP MD5 password than the BGPPeer's passwordSecret)"
+		return lastError + " (the router is unreachable, refuses the connection, does not peer with this node, or has a " +
+			"different TCP MD5 password than the BGPPeer's passwordSecret)"
 	}
-	return lastError + " (no answer: the router is unreachable, does not peer with this node, or expects a TCP MD5 " +
-		"password and the BGPPeer has no passwordSecret)"
+	return lastError + " (the router is unreachable, refuses the connection, does not peer with this node, or expects a " +
+		"TCP MD5 password and the BGPPeer has no passwordSecret)"
 }
 
 // Events on the speaker's Node.

@@ -11,6 +11,7 @@ import (
 	"github.com/herald-lb/herald/announce/bfd"
 	"github.com/herald-lb/herald/announce/bgp"
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/community"
 	"github.com/herald-lb/herald/speaker/plan"
 )
 
@@ -112,21 +113,20 @@ func TestBuildBGP(t *testing.T) {
 					}(),
 				},
 				Routes: []plan.BGPRoute{
-					{Prefix: pfx("192.0.2.10/32"), Peers: []string{"i"}, Communities: []string{"65000:100", "65535:65281"},
-						LargeCommunities: []string{"1:2:3"}, LocalPref: 200},
-					{Prefix: pfx("192.0.2.0/24"), Peers: []string{"e"}, Communities: []string{"bogus"}},
+					{Prefix: pfx("192.0.2.10/32"), Peers: []string{"i"}, Communities: []community.Standard{65000<<16 | 100, community.NoExport},
+						LargeCommunities: []community.Large{{Global: 1, Local1: 2, Local2: 3}}, LocalPref: 200},
+					{Prefix: pfx("192.0.2.0/24"), Peers: []string{"e"}},
 				},
 			},
-			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.0/24"}, "10.0.0.2": {"192.0.2.10/32"}},
-				problems: []string{`bgp route 192.0.2.0/24: community "bogus"`}},
+			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.0/24"}, "10.0.0.2": {"192.0.2.10/32"}}},
 			check: func(t *testing.T, d bgp.Desired) {
 				e, i := d.Peers[0], d.Peers[1]
 				if e.EBGPMultihopTTL != 255 || i.EBGPMultihopTTL != 0 {
 					t.Errorf("multihop TTL e=%d i=%d", e.EBGPMultihopTTL, i.EBGPMultihopTTL)
 				}
 				a := i.Advertisements[0]
-				if !reflect.DeepEqual(a.Communities, []bgp.Community{65000<<16 | 100, 0xFFFFFF01}) || a.LocalPref != 200 ||
-					!reflect.DeepEqual(a.LargeCommunities, []bgp.LargeCommunity{{Global: 1, Local1: 2, Local2: 3}}) {
+				if !reflect.DeepEqual(a.Communities, []community.Standard{65000<<16 | 100, 0xFFFFFF01}) || a.LocalPref != 200 ||
+					!reflect.DeepEqual(a.LargeCommunities, []community.Large{{Global: 1, Local1: 2, Local2: 3}}) {
 					t.Errorf("attributes %+v", a)
 				}
 			},
@@ -213,6 +213,9 @@ func TestSessionDownReason(t *testing.T) {
 		{err: "connect: dial tcp 10.0.0.1:179: i/o timeout", md5: true, want: "different TCP MD5 password"},
 		{err: "connect: dial tcp 10.0.0.1:179: i/o timeout", want: "has no passwordSecret"},
 		{err: "connect: dial tcp 10.0.0.1:179: connect: connection timed out", md5: true, want: "different TCP MD5 password"},
+		{err: "connect: no TCP connection for 6s (refused or timed out; GoBGP v4 reports no cause)", md5: true, want: "different TCP MD5 password"},
+		{err: "connect: no TCP connection for 6s (refused or timed out; GoBGP v4 reports no cause)", want: "has no passwordSecret"},
+		{err: "connect: OPEN sent, no session for 6s"},
 	} {
 		got := sessionDownReason(tc.err, tc.md5)
 		if !strings.HasPrefix(got, tc.err) {

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/herald-lb/herald/announce/bfd"
+	"github.com/herald-lb/herald/config/community"
 )
 
 // Desired is the whole state the Manager converges to: the sessions to keep
@@ -87,64 +86,13 @@ type Advertisement struct {
 	LocalPref uint32
 }
 
-// Community is a standard community (RFC 1997), ASN<<16 | value.
-type Community uint32
-
-// ParseCommunity parses "65000:100" or a well-known name (no-export,
-// no-advertise, no-export-subconfed, no-peer).
-func ParseCommunity(s string) (Community, error) {
-	switch strings.ToLower(s) {
-	case "no-export":
-		return 0xFFFFFF01, nil
-	case "no-advertise":
-		return 0xFFFFFF02, nil
-	case "no-export-subconfed":
-		return 0xFFFFFF03, nil
-	case "no-peer":
-		return 0xFFFFFF04, nil
-	}
-	hi, lo, ok := strings.Cut(s, ":")
-	if !ok {
-		return 0, fmt.Errorf("community %q: want ASN:value", s)
-	}
-	a, err := strconv.ParseUint(hi, 10, 16)
-	if err != nil {
-		return 0, fmt.Errorf("community %q: %w", s, err)
-	}
-	v, err := strconv.ParseUint(lo, 10, 16)
-	if err != nil {
-		return 0, fmt.Errorf("community %q: %w", s, err)
-	}
-	return Community(a<<16 | v), nil
-}
-
-func (c Community) String() string { return fmt.Sprintf("%d:%d", uint32(c)>>16, uint32(c)&0xFFFF) }
-
-// LargeCommunity is a large community (RFC 8092).
-type LargeCommunity struct{ Global, Local1, Local2 uint32 }
-
-// ParseLargeCommunity parses "64500:1:2".
-func ParseLargeCommunity(s string) (LargeCommunity, error) {
-	parts := strings.Split(s, ":")
-	if len(parts) != 3 {
-		return LargeCommunity{}, fmt.Errorf("large community %q: want global:local1:local2", s)
-	}
-	var v [3]uint32
-	for i, p := range parts {
-		n, err := strconv.ParseUint(p, 10, 32)
-		if err != nil {
-			return LargeCommunity{}, fmt.Errorf("large community %q: %w", s, err)
-		}
-		v[i] = uint32(n)
-	}
-	return LargeCommunity{v[0], v[1], v[2]}, nil
-}
-
-func (c LargeCommunity) String() string { return fmt.Sprintf("%d:%d:%d", c.Global, c.Local1, c.Local2) }
-
-func cmpLarge(a, b LargeCommunity) int {
-	return cmp.Or(cmp.Compare(a.Global, b.Global), cmp.Compare(a.Local1, b.Local1), cmp.Compare(a.Local2, b.Local2))
-}
+// Community is a standard community (RFC 1997), ASN<<16 | value, and
+// LargeCommunity a large one (RFC 8092): config/community's types, from the
+// configuration to the wire (one definition, one parser, in config).
+type (
+	Community      = community.Standard
+	LargeCommunity = community.Large
+)
 
 // localASN is the AS number the session uses.
 func (p *Peer) localASN(g Global) uint32 {
@@ -297,7 +245,7 @@ func normalize(d Desired) Desired {
 		for j, a := range p.Advertisements {
 			a.Communities = slices.Compact(slices.Sorted(slices.Values(a.Communities)))
 			lc := slices.Clone(a.LargeCommunities)
-			slices.SortFunc(lc, cmpLarge)
+			slices.SortFunc(lc, community.CompareLarge)
 			a.LargeCommunities = slices.Compact(lc)
 			ads[j] = a
 		}

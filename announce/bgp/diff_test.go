@@ -90,7 +90,7 @@ func TestDiff(t *testing.T) {
 			d.Peers[0].Advertisements[0].Communities = append(d.Peers[0].Advertisements[0].Communities, 65000<<16|2)
 		}), "remove=[] recreate=[] add=[ ] 192.0.2.2: ~203.0.113.10/32"},
 		{"large community updates in place", base(), edit(func(d *Desired) {
-			d.Peers[1].Advertisements[0].LargeCommunities = []LargeCommunity{{64500, 1, 2}}
+			d.Peers[1].Advertisements[0].LargeCommunities = []LargeCommunity{{Global: 64500, Local1: 1, Local2: 2}}
 		}), "remove=[] recreate=[] add=[ ] 192.0.2.3: ~203.0.113.10/32"},
 		{"localPref change on iBGP updates", base(), edit(func(d *Desired) {
 			d.Peers[1].Advertisements[0].LocalPref = 300
@@ -235,28 +235,6 @@ func TestValidate(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
 		})
-	}
-}
-
-func TestParseCommunities(t *testing.T) {
-	c, err := ParseCommunity("65000:100")
-	if err != nil || c != 65000<<16|100 || c.String() != "65000:100" {
-		t.Errorf("ParseCommunity: %v %v", c, err)
-	}
-	if c, _ := ParseCommunity("no-export"); c != 0xFFFFFF01 {
-		t.Errorf("no-export = %x", uint32(c))
-	}
-	for _, bad := range []string{"65000", "70000:1", "1:70000", "a:b"} {
-		if _, err := ParseCommunity(bad); err == nil {
-			t.Errorf("ParseCommunity(%q) accepted", bad)
-		}
-	}
-	l, err := ParseLargeCommunity("64500:1:4294967295")
-	if err != nil || l != (LargeCommunity{64500, 1, 4294967295}) || l.String() != "64500:1:4294967295" {
-		t.Errorf("ParseLargeCommunity: %v %v", l, err)
-	}
-	if _, err := ParseLargeCommunity("1:2"); err == nil {
-		t.Error("ParseLargeCommunity(1:2) accepted")
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+
+	"github.com/herald-lb/herald/config/community"
 )
 
 var (
@@ -32,11 +34,11 @@ var (
 )
 
 func comm(t *testing.T, s string) Community {
-	c, err := ParseCommunity(s)
-	if err != nil {
-		t.Fatal(err)
+	c, err := community.Parse(s)
+	if err != nil || c.IsLarge {
+		t.Fatalf("community %q: %v", s, err)
 	}
-	return c
+	return c.Standard
 }
 
 // labState is the desired state the scenario starts from: gobgpd gets A
@@ -48,7 +50,7 @@ func labState(t *testing.T) Desired {
 		Peers: []Peer{
 			{Address: gobgpV4, ASN: asnGoBGP, HoldTime: 9 * time.Second, ConnectRetry: time.Second, NextHopV6: nodeV6,
 				Advertisements: []Advertisement{
-					{Prefix: svcA, Communities: []Community{comm(t, "64500:100")}, LargeCommunities: []LargeCommunity{{64500, 1, 2}}, LocalPref: 300},
+					{Prefix: svcA, Communities: []Community{comm(t, "64500:100")}, LargeCommunities: []LargeCommunity{{Global: 64500, Local1: 1, Local2: 2}}, LocalPref: 300},
 					{Prefix: svc6, Communities: []Community{comm(t, "64500:100")}},
 				}},
 			{Address: frrV4, ASN: asnFRR, LocalASN: asnFRR, ConnectRetry: time.Second, NextHopV6: nodeV6,
@@ -57,7 +59,7 @@ func labState(t *testing.T) Desired {
 					{Prefix: svcB},
 				}},
 			{Address: frrV6, ASN: asnFRR, ConnectRetry: time.Second, Password: md5Key, NextHopV4: nodeV4,
-				Advertisements: []Advertisement{{Prefix: svc6}, {Prefix: svcA, LargeCommunities: []LargeCommunity{{64500, 6, 6}}}}},
+				Advertisements: []Advertisement{{Prefix: svc6}, {Prefix: svcA, LargeCommunities: []LargeCommunity{{Global: 64500, Local1: 6, Local2: 6}}}}},
 		},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/community"
 )
 
 // SecretRef names a key of a Secret in the install namespace. The zero
@@ -69,13 +70,12 @@ type BGPRoute struct {
 	// Peers are the BGPPeer names (sessions of the node) that receive the
 	// route with these attributes, sorted.
 	Peers []string
-	// Communities are the standard communities, "ASN:VALUE" in decimal
-	// (well-known names are written as numbers: no-export is
-	// "65535:65281"), sorted by value, without duplicates.
-	Communities []string
-	// LargeCommunities are the large communities, "GLOBAL:LOCAL1:LOCAL2" in
-	// decimal (no "large:" prefix), sorted by value, without duplicates.
-	LargeCommunities []string
+	// Communities are the standard communities (well-known ones by value),
+	// sorted by value, without duplicates.
+	Communities []community.Standard
+	// LargeCommunities are the large communities, sorted by value, without
+	// duplicates.
+	LargeCommunities []community.Large
 	// LocalPref is the LOCAL_PREF to send; 0 sends none (the router's
 	// default applies). Always 0 towards eBGP peers.
 	LocalPref uint32
@@ -210,12 +210,10 @@ type bgpAdv struct {
 	name       string
 	len4, len6 int
 	localPref  uint32
-	peers      []int32 // sorted indices into bgpPlan.peers
-	std        []uint32
-	large      [][3]uint32
-	stdStr     []string
-	largeStr   []string
-	nodes      bitset // the qualifying nodes it selects
+	peers      []int32              // sorted indices into bgpPlan.peers
+	std        []community.Standard // sorted, distinct
+	large      []community.Large    // sorted, distinct
+	nodes      bitset               // the qualifying nodes it selects
 	// peerNodes are, per family (v4, v6), the nodes with a session to one
 	// of its peers that can carry a route of that family: a session of the
 	// family, or of the other one from a node with an address of the
@@ -388,14 +386,13 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 			}
 		}
 		for _, c := range ca.Communities {
-			if c.Large {
-				a.large = append(a.large, [3]uint32{c.GlobalAdmin, c.Local1, c.Local2})
+			if c.IsLarge {
+				a.large = append(a.large, c.Large)
 			} else {
 				a.std = append(a.std, c.Standard)
 			}
 		}
-		a.std, a.stdStr = normStd(a.std)
-		a.large, a.largeStr = normLarge(a.large)
+		a.std, a.large = normStd(a.std), normLarge(a.large)
 		for _, name := range ca.Pools {
 			if pl, ok := poolIndex[name]; ok {
 				advsOf[pl] = append(advsOf[pl], int32(ai))
@@ -597,28 +594,14 @@ func aggregate(addr netip.Addr, a *bgpAdv) netip.Prefix {
 	return pfx
 }
 
-func normStd(v []uint32) ([]uint32, []string) {
+func normStd(v []community.Standard) []community.Standard {
 	slices.Sort(v)
-	v = slices.Clip(slices.Compact(v))
-	s := make([]string, len(v))
-	for i, c := range v {
-		s[i] = fmt.Sprintf("%d:%d", c>>16, c&0xFFFF)
-	}
-	return v, s
+	return slices.Clip(slices.Compact(v))
 }
 
-func normLarge(v [][3]uint32) ([][3]uint32, []string) {
-	slices.SortFunc(v, cmpLarge)
-	v = slices.Clip(slices.Compact(v))
-	s := make([]string, len(v))
-	for i, c := range v {
-		s[i] = fmt.Sprintf("%d:%d:%d", c[0], c[1], c[2])
-	}
-	return v, s
-}
-
-func cmpLarge(a, b [3]uint32) int {
-	return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]), cmp.Compare(a[2], b[2]))
+func normLarge(v []community.Large) []community.Large {
+	slices.SortFunc(v, community.CompareLarge)
+	return slices.Clip(slices.Compact(v))
 }
 
 // forNode is node's BGP part: the plan expanded (expand), then what the
@@ -956,18 +939,17 @@ func (p *bgpPlan) attributes(set []int32, ibgp bool) *BGPRoute {
 	r := &BGPRoute{}
 	if len(set) == 1 {
 		a := &p.advs[set[0]]
-		r.Communities, r.LargeCommunities, r.LocalPref = a.stdStr, a.largeStr, a.localPref
+		r.Communities, r.LargeCommunities, r.LocalPref = a.std, a.large, a.localPref
 	} else {
-		var std []uint32
-		var large [][3]uint32
+		var std []community.Standard
+		var large []community.Large
 		for _, ai := range set {
 			a := &p.advs[ai]
 			std = append(std, a.std...)
 			large = append(large, a.large...)
 			r.LocalPref = max(r.LocalPref, a.localPref)
 		}
-		_, r.Communities = normStd(std)
-		_, r.LargeCommunities = normLarge(large)
+		r.Communities, r.LargeCommunities = normStd(std), normLarge(large)
 	}
 	if !ibgp {
 		r.LocalPref = 0

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/community"
 )
 
 // addBGP gives inputs made by gen a random BGP configuration: peers (iBGP
@@ -201,8 +202,8 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 						acc[k] = at
 					}
 					for _, c := range adv.Communities {
-						if c.Large {
-							at.large[fmt.Sprintf("%d:%d:%d", c.GlobalAdmin, c.Local1, c.Local2)] = true
+						if c.IsLarge {
+							at.large[fmt.Sprintf("%d:%d:%d", c.Large.Global, c.Large.Local1, c.Large.Local2)] = true
 						} else {
 							at.std[fmt.Sprintf("%d:%d", c.Standard>>16, c.Standard&0xffff)] = true
 						}
@@ -244,8 +245,8 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 	for _, k := range keys {
 		at := acc[k]
 		r := BGPRoute{Prefix: k.prefix, Peers: []string{k.peer}, LocalPref: at.lp,
-			Communities:      sortedKeys(at.std, numeric),
-			LargeCommunities: sortedKeys(at.large, numeric),
+			Communities:      toStd(sortedKeys(at.std, numeric)),
+			LargeCommunities: toLarge(sortedKeys(at.large, numeric)),
 			Services:         sortedKeys(at.svcs, strings.Compare)}
 		merged := false
 		for i := range d.Routes {
@@ -358,4 +359,30 @@ func TestBGPPermutationInvariant(t *testing.T) {
 			}
 		}
 	}
+}
+
+// toStd and toLarge read the reference's text ("ASN:VALUE",
+// "GLOBAL:LOCAL1:LOCAL2") back as values, in order.
+func toStd(ss []string) []community.Standard {
+	var out []community.Standard
+	for _, s := range ss {
+		v, err := community.Parse(s)
+		if err != nil || v.IsLarge {
+			panic(s)
+		}
+		out = append(out, v.Standard)
+	}
+	return out
+}
+
+func toLarge(ss []string) []community.Large {
+	var out []community.Large
+	for _, s := range ss {
+		v, err := community.Parse("large:" + s)
+		if err != nil {
+			panic(s)
+		}
+		out = append(out, v.Large)
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/community"
 	"github.com/herald-lb/herald/config/v1beta1"
 )
 
@@ -75,7 +76,7 @@ func localPref(v uint32) func(*config.BGPAdvertisement) {
 func communities(cs ...string) func(*config.BGPAdvertisement) {
 	return func(a *config.BGPAdvertisement) {
 		for _, c := range cs {
-			v, err := config.ParseCommunity(c)
+			v, err := community.Parse(c)
 			if err != nil {
 				panic(err)
 			}
@@ -96,10 +97,10 @@ func renderRoutes(d BGPDesired) []string {
 	for _, r := range d.Routes {
 		s := r.Prefix.String() + " " + strings.Join(r.Peers, ",")
 		if len(r.Communities) > 0 {
-			s += " c=" + strings.Join(r.Communities, ",")
+			s += " c=" + joinStrings(r.Communities)
 		}
 		if len(r.LargeCommunities) > 0 {
-			s += " lc=" + strings.Join(r.LargeCommunities, ",")
+			s += " lc=" + joinStrings(r.LargeCommunities)
 		}
 		if r.LocalPref != 0 {
 			s += fmt.Sprintf(" lp=%d", r.LocalPref)
@@ -652,4 +653,12 @@ func TestBGPSessionBFD(t *testing.T) {
 			t.Errorf("session %s: BFD %+v, want %+v", s.Name, s.BFD, want[s.Name])
 		}
 	}
+}
+
+func joinStrings[T fmt.Stringer](vs []T) string {
+	ss := make([]string, len(vs))
+	for i, v := range vs {
+		ss[i] = v.String()
+	}
+	return strings.Join(ss, ",")
 }
