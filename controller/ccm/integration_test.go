@@ -69,13 +69,13 @@ func TestMain(m *testing.M) {
 	}
 	// herald ccm runs herald-ccm from beside herald, as in Herald's image.
 	heraldBin = filepath.Join(dir, "herald")
-	build := exec.Command("go", "build", "-o", dir+"/", "../cmd/herald", "../cmd/herald-ccm")
+	build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/herald", "../../cmd/herald-ccm")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building herald:", err)
 		os.Exit(1)
 	}
-	code := kubeapi.RunTests(m, "herald-ccm-it-", "../config/crd", &srv)
+	code := kubeapi.RunTests(m, "herald-ccm-it-", "../../config/crd", &srv)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -33,7 +33,7 @@ import (
 var srv *kubeapi.Server
 
 func TestMain(m *testing.M) {
-	os.Exit(kubeapi.RunTests(m, "herald-cleanup-it-", "../config/crd", &srv))
+	os.Exit(kubeapi.RunTests(m, "herald-cleanup-it-", "../../config/crd", &srv))
 }
 
 type env struct {
