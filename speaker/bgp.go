@@ -275,12 +275,11 @@ func (a *Agent) watchBGP(ctx context.Context) error {
 // sessionDownReason explains a session error to an operator. A TCP MD5
 // mismatch is never reported as such: the kernel on either side drops the
 // segments whose signature is wrong or missing, so the speaker only sees its
-// connection attempts go unanswered. GoBGP v4 does not say why a connection
-// failed (announce/bgp reports "no TCP connection": refused or timed out
-// alike), so such an error, and a timeout, says what it may mean.
+// connection attempts go unanswered. A timeout says what it may mean; GoBGP
+// v4 does not say why a connection failed, and announce/bgp's error for it
+// ("no TCP connection ... (refused or timed out ...)") is such a timeout.
 func sessionDownReason(lastError string, md5 bool) string {
-	if !strings.Contains(lastError, "timeout") && !strings.Contains(lastError, "timed out") &&
-		!strings.Contains(lastError, "no TCP connection") {
+	if !strings.Contains(lastError, "timeout") && !strings.Contains(lastError, "timed out") {
 		return lastError
 	}
 	if md5 {

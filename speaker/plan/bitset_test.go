@@ -38,6 +38,15 @@ func TestBitset(t *testing.T) {
 				t.Fatalf("n=%d: has(%d) = %v", n, k, b.has(k))
 			}
 		}
+		for k := range keys[:len(keys)/2] {
+			b.unset(keys[k])
+			delete(want, keys[k])
+		}
+		for k := range n {
+			if b.has(k) != want[k] {
+				t.Fatalf("n=%d: after unset, has(%d) = %v", n, k, b.has(k))
+			}
+		}
 		o := newBitset(n)
 		o.set(n - 1)
 		b.or(o)
