@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,11 +29,19 @@ const FieldOwner = "herald-controller"
 // Secret, renews what Policy.Next says, writes it back (create or update
 // with the version read: of replicas racing, one write wins and the others
 // read it on their next try), makes every webhook of the configuration trust
-// the Secret's CA bundle, and then serves the Secret's certificate. Every
-// replica runs it; they converge on the one Secret.
+// the Secret's CA bundle, and then serves the Secret's certificate. When the
+// bundle cannot be patched in and the configuration does not trust that
+// certificate's CA, it keeps serving the certificate it serves (none on the
+// first start: not ready) and the pass fails, to be retried. Every replica
+// runs it; they converge on the one Secret.
 type Certs struct {
-	// Reader reads live (not a cache: the controller has no right to list
-	// Secrets or webhook configurations); Writer writes.
+	// Reader reads live, not from the manager's cache: the controller may
+	// list and watch the Secrets of the release namespace (the chart's Role
+	// grants it, for the BGP passwords), but that cache keeps the data of
+	// password Secrets only, not the webhook's keys; it may only get and
+	// patch its webhook configuration, by name, not list it; and a live
+	// read gives the Secret's latest version, for the racing update.
+	// Writer writes.
 	Reader client.Reader
 	Writer client.Writer
 	// Namespace and SecretName name the Secret.
@@ -124,15 +133,91 @@ func (c *Certs) sync(ctx context.Context) error {
 		}
 		c.Log.Info("webhook certificates written", "secret", key.String(), "change", what)
 	}
-	// Trust first, then serve: a replica never serves a certificate from a
-	// CA it has not made the configuration trust (the CA is staged in the
-	// bundle before it signs, so the API server has usually seen it long
-	// before).
-	bundle := next[SecretCAField]
-	if err := c.ensureCABundle(ctx, bundle); err != nil {
-		c.warnOnce("cannot patch the CA bundle into the webhook configuration", err)
+	// Trust first, then serve: a replica never moves to a certificate the
+	// configuration trusts less than the one it serves. The CA is staged in
+	// the bundle StageFor before it signs, so the configuration normally
+	// trusts it long before; when the bundle cannot be patched in, the
+	// replica keeps what it serves and tries again on the next pass.
+	certPEM := next[SecretCertField]
+	had, err := c.ensureCABundle(ctx, next[SecretCAField])
+	if err != nil && !c.mayServe(certPEM, next[SecretCAField], had, err) {
+		return c.holding(key, certPEM, err)
 	}
-	return c.load(next[SecretCertField], next[SecretKeyField])
+	if lerr := c.load(certPEM, next[SecretKeyField]); lerr != nil {
+		return errors.Join(lerr, err)
+	}
+	return err
+}
+
+// mayServe says whether certPEM may be served although the configuration
+// could not be made to trust bundle (patchErr): when the configuration does
+// not exist (no API server calls the webhook through it), when each of its
+// webhooks already trusts certPEM's CA (had, as read), or when certPEM is
+// from the CA of the certificate served now (it is trusted wherever that one
+// is: a renewal goes on while the patch keeps failing, before the served
+// certificate expires). Otherwise, and on the first start when no webhook
+// trusts it, it is not served: an unready replica is left out of the
+// webhook Service, which sends the API server to replicas it can verify.
+func (c *Certs) mayServe(certPEM, bundle []byte, had [][]byte, patchErr error) bool {
+	c.mu.Lock()
+	servedPEM := c.certPEM
+	c.mu.Unlock()
+	if apierrors.IsNotFound(patchErr) || (servedPEM != nil && bytes.Equal(servedPEM, certPEM)) {
+		return true
+	}
+	leaves := parseCerts(certPEM)
+	if len(leaves) == 0 {
+		return false
+	}
+	leaf := leaves[0]
+	if had != nil && allTrust(had, leaf, c.now()) {
+		return true
+	}
+	served := parseCerts(servedPEM)
+	if len(served) == 0 {
+		return false
+	}
+	for _, ca := range parseCerts(bundle) {
+		if ca.IsCA && leaf.CheckSignatureFrom(ca) == nil && served[0].CheckSignatureFrom(ca) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// allTrust says whether every trust bundle (PEM) verifies leaf at now.
+func allTrust(bundles [][]byte, leaf *x509.Certificate, now time.Time) bool {
+	for _, b := range bundles {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return false
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// holding is the error of a pass that keeps the served certificate (or none,
+// on the first start) rather than certPEM, for patchErr.
+func (c *Certs) holding(key types.NamespacedName, certPEM []byte, patchErr error) error {
+	c.mu.Lock()
+	served := parseCerts(c.certPEM)
+	c.mu.Unlock()
+	if len(served) == 0 {
+		return fmt.Errorf("secret %s: not serving its certificate (serial %s) yet, the webhook configuration does not trust its CA: %w",
+			key, serialOf(certPEM), patchErr)
+	}
+	return fmt.Errorf("secret %s: still serving the certificate of serial %s, not the new one (serial %s) whose CA the webhook configuration does not trust yet: %w",
+		key, served[0].SerialNumber.Text(16), serialOf(certPEM), patchErr)
+}
+
+func serialOf(certPEM []byte) string {
+	if c := parseCerts(certPEM); len(c) > 0 {
+		return c[0].SerialNumber.Text(16)
+	}
+	return "unreadable"
 }
 
 func (c *Certs) load(certPEM, keyPEM []byte) error {
@@ -155,15 +240,18 @@ func (c *Certs) load(certPEM, keyPEM []byte) error {
 // ensureCABundle patches bundle into every webhook of the configuration
 // whose caBundle differs: after Herald's first start, and whenever something
 // else resets it (a `helm upgrade --force` or a `kubectl replace` of the
-// chart's object, which renders no caBundle).
-func (c *Certs) ensureCABundle(ctx context.Context, bundle []byte) error {
+// chart's object, which renders no caBundle). It also returns the caBundle
+// of each webhook as read (nil when the configuration could not be read):
+// what the configuration trusts when the patch fails.
+func (c *Certs) ensureCABundle(ctx context.Context, bundle []byte) (had [][]byte, err error) {
 	if c.ConfigName == "" {
-		return nil
+		return nil, nil
 	}
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := c.Reader.Get(ctx, types.NamespacedName{Name: c.ConfigName}, &vwc); err != nil {
-		return fmt.Errorf("ValidatingWebhookConfiguration %s: %w", c.ConfigName, err)
+		return nil, fmt.Errorf("ValidatingWebhookConfiguration %s: %w", c.ConfigName, err)
 	}
+	had = make([][]byte, len(vwc.Webhooks))
 	type clientConfig struct {
 		CABundle []byte `json:"caBundle"`
 	}
@@ -172,13 +260,15 @@ func (c *Certs) ensureCABundle(ctx context.Context, bundle []byte) error {
 		ClientConfig clientConfig `json:"clientConfig"`
 	}
 	var stale []entry
-	for _, w := range vwc.Webhooks {
+	for i, w := range vwc.Webhooks {
+		had[i] = w.ClientConfig.CABundle
 		if !bytes.Equal(w.ClientConfig.CABundle, bundle) {
 			stale = append(stale, entry{w.Name, clientConfig{bundle}})
 		}
 	}
 	if len(stale) == 0 {
-		return nil
+		c.lastWarn = ""
+		return had, nil
 	}
 	// A strategic merge patch: webhooks are merged by name, so only the
 	// caBundle of each is set, whatever else the chart owns; the version
@@ -189,10 +279,10 @@ func (c *Certs) ensureCABundle(ctx context.Context, bundle []byte) error {
 		"webhooks": stale,
 	})
 	if err != nil {
-		return err
+		return had, fmt.Errorf("ValidatingWebhookConfiguration %s: %w", c.ConfigName, err)
 	}
 	if err := c.Writer.Patch(ctx, &vwc, client.RawPatch(types.StrategicMergePatchType, patch), client.FieldOwner(FieldOwner)); err != nil {
-		return fmt.Errorf("ValidatingWebhookConfiguration %s: patching the CA bundle: %w", c.ConfigName, err)
+		return had, fmt.Errorf("ValidatingWebhookConfiguration %s: patching the CA bundle: %w", c.ConfigName, err)
 	}
 	names := make([]string, len(stale))
 	for i, s := range stale {
@@ -200,10 +290,11 @@ func (c *Certs) ensureCABundle(ctx context.Context, bundle []byte) error {
 	}
 	c.Log.Info("CA bundle patched into the webhook configuration", "configuration", c.ConfigName, "webhooks", names)
 	c.lastWarn = ""
-	return nil
+	return had, nil
 }
 
-// warnOnce logs a failure once until it changes or clears.
+// warnOnce logs a failure at Warn once, then at Debug until it changes or
+// clears (a pass that succeeds, a CA bundle found or made right).
 func (c *Certs) warnOnce(msg string, err error) {
 	if err.Error() == c.lastWarn {
 		c.Log.Debug(msg, "error", err)
@@ -219,11 +310,10 @@ func (c *Certs) Run(ctx context.Context, interval time.Duration) error {
 	retry := time.Second
 	for {
 		wait := interval
-		if err := c.Sync(ctx); err != nil {
+		if err := c.pass(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			c.warnOnce("webhook certificates", err)
 			wait = min(retry, interval)
 			retry *= 2
 		} else {
@@ -235,4 +325,18 @@ func (c *Certs) Run(ctx context.Context, interval time.Duration) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// pass is one Sync of Run, its failure logged once per distinct error: a
+// pass that succeeds clears it, so the same failure coming back after a
+// recovery is logged at Warn again.
+func (c *Certs) pass(ctx context.Context) error {
+	err := c.Sync(ctx)
+	switch {
+	case err == nil:
+		c.lastWarn = ""
+	case ctx.Err() == nil:
+		c.warnOnce("webhook certificates", err)
+	}
+	return err
 }
