@@ -51,37 +51,20 @@ type bgpStatus struct {
 	peers, prefixes []string
 }
 
-// bgpStatusByService groups the node's routes by Service: the peers they go
-// to (only sessions the node keeps: sessions maps a BGPPeer name to true)
-// and the prefixes. Pure.
-func bgpStatusByService(routes []plan.BGPRoute, sessions map[string]bool) map[string]*bgpStatus {
-	out := map[string]*bgpStatus{}
-	for _, r := range routes {
-		var peers []string
-		for _, p := range r.Peers {
-			if sessions[p] {
-				peers = append(peers, p)
-			}
+// bgpStatusByService turns the ServiceBGPStatus objects the plan has this
+// node write (plan.BGPDesired.Statuses) into their content as the API
+// holds it: the prefixes as text, sorted as text, as the objects have
+// always listed them. Pure.
+func bgpStatusByService(sts []plan.BGPStatus) map[string]*bgpStatus {
+	out := make(map[string]*bgpStatus, len(sts))
+	for _, st := range sts {
+		ns, name, _ := strings.Cut(st.Service, "/")
+		s := &bgpStatus{namespace: ns, name: name, peers: st.Peers}
+		for _, p := range st.Prefixes {
+			s.prefixes = append(s.prefixes, p.String())
 		}
-		if len(peers) == 0 {
-			continue
-		}
-		for _, key := range r.Services {
-			s := out[key]
-			if s == nil {
-				ns, name, _ := strings.Cut(key, "/")
-				s = &bgpStatus{namespace: ns, name: name}
-				out[key] = s
-			}
-			s.peers = append(s.peers, peers...)
-			s.prefixes = append(s.prefixes, r.Prefix.String())
-		}
-	}
-	for _, s := range out {
-		slices.Sort(s.peers)
-		s.peers = slices.Compact(s.peers)
 		slices.Sort(s.prefixes)
-		s.prefixes = slices.Compact(s.prefixes)
+		out[st.Service] = s
 	}
 	return out
 }

@@ -34,7 +34,7 @@ func TestBGPStatusByService(t *testing.T) {
 		{Prefix: pfx("192.0.2.9/32"), Peers: []string{"gone"}, Services: []string{"ns/three"}},
 		{Prefix: pfx("2001:db8::1/128"), Peers: []string{"b", "gone"}, Services: []string{"ns/one"}},
 	}
-	got := bgpStatusByService(routes, map[string]bool{"a": true, "b": true})
+	got := bgpStatusByService(plan.BGPDesired{Routes: routes}.Statuses(map[string]bool{"a": true, "b": true}))
 	want := map[string]*bgpStatus{
 		"ns/one": {namespace: "ns", name: "one", peers: []string{"a", "b"}, prefixes: []string{"192.0.2.0/24", "2001:db8::1/128"}},
 		"ns/two": {namespace: "ns", name: "two", peers: []string{"a", "b"}, prefixes: []string{"192.0.2.0/24"}},
@@ -44,6 +44,21 @@ func TestBGPStatusByService(t *testing.T) {
 			t.Logf("%s: %+v", k, *v)
 		}
 		t.Errorf("a Service is reported with the sessions the node keeps and the prefixes that carry it; a route to no kept session is no report")
+	}
+}
+
+// TestBGPStatusPrefixesAsText: the plan sorts prefixes by address; the
+// object lists them sorted as text, as it always has, so that objects
+// written before compare equal and are not rewritten.
+func TestBGPStatusPrefixesAsText(t *testing.T) {
+	pfx := netip.MustParsePrefix
+	got := bgpStatusByService([]plan.BGPStatus{{Service: "ns/one", Peers: []string{"a"},
+		Prefixes: []netip.Prefix{pfx("9.0.0.0/8"), pfx("10.0.0.0/8"), pfx("10.0.0.1/32")}}})
+	want := map[string]*bgpStatus{
+		"ns/one": {namespace: "ns", name: "one", peers: []string{"a"}, prefixes: []string{"10.0.0.0/8", "10.0.0.1/32", "9.0.0.0/8"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", *got["ns/one"], *want["ns/one"])
 	}
 }
 

@@ -206,10 +206,10 @@ func (a *Agent) sync(ctx context.Context) error {
 	var errs []error
 	if bgpErr != nil {
 		errs = append(errs, bgpErr)
-	} else if err := a.syncBGPStatus(ctx, snap.Services, bgpStatusByService(want.BGP.Routes, sessions), res.BGPNodesByService()); err != nil {
+	} else if err := a.syncBGPStatus(ctx, snap.Services, bgpStatusByService(want.BGP.Statuses(sessions)), res.BGPNodesByService()); err != nil {
 		errs = append(errs, err)
 	}
-	if err := a.syncStatus(ctx, snap.Services, res.L2, a.ann.DefaultInterfaces()); err != nil {
+	if err := a.syncStatus(ctx, snap.Services, res.L2Statuses(a.o.NodeName), a.ann.DefaultInterfaces()); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -30,61 +30,46 @@ type desiredStatus struct {
 	ifaces          []string // sorted, the default set resolved
 }
 
-// statusByService groups the node's announcements by Service, keeping only
-// the Services this node reports on: those whose lowest announced address
-// it announces. (The addresses of one Service are normally all on one
-// node; when they are elected apart, one node writes the object.) The
-// interfaces of an announcement without interfaces are def, the node's
-// default set as the announcer answers on it now.
-func statusByService(all []plan.L2Announcement, node string, def []string) map[string]*desiredStatus {
-	writer := map[string]string{}
-	for _, an := range all { // sorted by address: the first seen is the lowest
-		for _, key := range an.Services {
-			if _, ok := writer[key]; !ok {
-				writer[key] = an.Node
-			}
+// statusByService turns the ServiceL2Status objects the plan has this node
+// write (plan.Result.L2Statuses: which Services, which addresses, which
+// interfaces) into their content as the API holds it. def is the node's
+// default interface set as the announcer answers on it now: it stands for
+// "every eligible interface", which only the speaker knows.
+func statusByService(sts []plan.L2Status, def []string) map[string]*desiredStatus {
+	out := make(map[string]*desiredStatus, len(sts))
+	for _, st := range sts {
+		ns, name, _ := strings.Cut(st.Service, "/")
+		d := &desiredStatus{namespace: ns, name: name, ifaces: statusInterfaces(st, def)}
+		for _, a := range st.Addrs {
+			d.addrs = append(d.addrs, a.String())
 		}
-	}
-	out := map[string]*desiredStatus{}
-	for _, an := range all {
-		if an.Node != node {
-			continue
-		}
-		for _, key := range an.Services {
-			if writer[key] != node {
-				continue
-			}
-			d := out[key]
-			if d == nil {
-				ns, name, _ := strings.Cut(key, "/")
-				d = &desiredStatus{namespace: ns, name: name}
-				out[key] = d
-			}
-			d.addrs = append(d.addrs, an.Addr.String())
-			ifs := an.Interfaces
-			if ifs == nil {
-				ifs = def
-			}
-			for _, i := range ifs {
-				// As the API will hold it (JSON strings are UTF-8), so
-				// that what is read back compares equal.
-				d.ifaces = append(d.ifaces, utf8text.Escape(i))
-			}
-		}
-	}
-	for _, d := range out {
-		slices.Sort(d.ifaces)
-		d.ifaces = slices.Compact(d.ifaces)
+		out[st.Service] = d
 	}
 	return out
 }
 
-// syncStatus makes the ServiceL2Status objects match what this node
-// announces: it creates or takes over the objects of the Services it
-// announces (emitting AnnouncingFromNode when the node changes) and
-// deletes those naming it for Services it no longer announces. Objects
-// naming other nodes are theirs.
-func (a *Agent) syncStatus(ctx context.Context, svcs []corev1.Service, all []plan.L2Announcement, def []string) error {
+// statusInterfaces are the interfaces st's node answers on, def standing
+// for every eligible one, each as the API will hold it (JSON strings are
+// UTF-8), so that what is read back compares equal; sorted, nil for none.
+func statusInterfaces(st plan.L2Status, def []string) []string {
+	var out []string
+	for _, i := range st.Interfaces {
+		out = append(out, utf8text.Escape(i))
+	}
+	if st.EveryInterface {
+		for _, i := range def {
+			out = append(out, utf8text.Escape(i))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// syncStatus makes the ServiceL2Status objects match sts, those the plan has
+// this node write: it creates or takes over their objects (emitting
+// AnnouncingFromNode when the node changes) and deletes those naming it
+// for Services it no longer writes. Objects naming other nodes are theirs.
+func (a *Agent) syncStatus(ctx context.Context, svcs []corev1.Service, sts []plan.L2Status, def []string) error {
 	var list v1beta1.ServiceL2StatusList
 	if err := a.c.List(ctx, &list, client.InNamespace(a.o.Namespace)); err != nil {
 		return err
@@ -97,7 +82,7 @@ func (a *Agent) syncStatus(ctx context.Context, svcs []corev1.Service, all []pla
 	for i := range svcs {
 		byKey[svcs[i].Namespace+"/"+svcs[i].Name] = &svcs[i]
 	}
-	want := statusByService(all, a.o.NodeName, def)
+	want := statusByService(sts, def)
 	var errs []error
 	keep := map[string]bool{}
 	for key, d := range want {

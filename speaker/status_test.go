@@ -74,7 +74,7 @@ func TestStatusByService(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			def := slices.Clone(tt.def)
-			got := statusByService(all, tt.node, def)
+			got := statusByService(plan.Result{L2: all}.L2Statuses(tt.node), def)
 			if !reflect.DeepEqual(got, tt.want) {
 				for k, v := range got {
 					t.Logf("got  %s: %+v", k, *v)
@@ -166,7 +166,7 @@ func TestOddInterfaceNames(t *testing.T) {
 		t.Errorf("scrape has no escaped interface with both counts:\n%s", rec.Body)
 	}
 
-	got := statusByService([]plan.L2Announcement{ann("10.0.0.1", "n1", nil, "a/web")}, "n1", r.def)
+	got := statusByService(plan.Result{L2: []plan.L2Announcement{ann("10.0.0.1", "n1", nil, "a/web")}}.L2Statuses("n1"), r.def)
 	obj := v1beta1.ServiceL2Status{Status: v1beta1.ServiceL2StatusStatus{Interfaces: got["a/web"].ifaces}}
 	raw, err := json.Marshal(obj)
 	if err != nil {

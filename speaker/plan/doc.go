@@ -11,7 +11,11 @@
 //	want := res.For(self)
 //
 // and hands want.L2 to the ARP and NDP responders and want.BGP to the BGP
-// session manager, which converge to them.
+// session manager, which converge to them. The Result also names the writer
+// of each status object: the speaker writes the ServiceL2Status objects
+// res.L2Statuses(self) lists and the ServiceBGPStatus objects
+// want.BGP.Statuses(kept) lists, and only translates them into objects
+// (see Status objects below).
 // Every speaker runs the same Compute over the same inputs and so reaches the
 // same [Result], without talking to the others: the election needs no
 // messages and no leader. A restart, a missed or a duplicate event changes
@@ -177,8 +181,36 @@
 //
 // [Result.BGPNodes] and [Result.BGPNodesByService] give the nodes that
 // advertise an address or a Service (a route covering the address, to at
-// least one peer, because the address qualifies there), for status objects
-// and for events when that set changes.
+// least one peer, because the address qualifies there), for events when
+// that set changes; they are the nodes that write the Service's
+// ServiceBGPStatus when they keep every session.
+//
+// # Status objects
+//
+// The plan says which node writes which status object, and with what
+// content, so that every speaker reaches the same writers without talking
+// to the others, and no object has two writers.
+//
+// ServiceL2Status ([Result.L2Statuses], [L2Status]): one object per Service
+// that an [L2Announcement] lists (a Service with an endpoint holding an
+// announced address; a Service not announced, or without endpoints, has
+// none). Its writer is the node elected for the Service's lowest announced
+// address (IPv4 before IPv6). It lists the Service's addresses that node
+// announces, so when a Service's addresses are elected apart (see Layer 2
+// election) the others appear in no object; and the union of the
+// interfaces that node answers on for them. An address answered on every
+// eligible interface is reported as such (EveryInterface), not resolved:
+// which interfaces are eligible is the writer's speaker's knowledge as it
+// is now, not an input of Compute, and it adds them itself. Services
+// sharing an address each have their own object, often from one node.
+//
+// ServiceBGPStatus ([BGPDesired.Statuses], [BGPStatus]): one object per
+// node and Service, written by that node, when one of the node's routes
+// carries the Service to a session the node keeps. The kept sessions are a
+// parameter: the speaker may leave out a planned session (a password it
+// cannot read), and a route to no kept session is in no object. The
+// object lists the kept peers of those routes and their prefixes (the
+// Service's addresses, or the aggregates covering them).
 //
 // # Partitions
 //
