@@ -52,15 +52,17 @@
 //
 // # Announcer
 //
-// Announcer is the seam between the agent and the network. L2Announcer is
-// the real one (ARP for IPv4, NDP for IPv6); the integration tests use a
+// Announcer is the seam between the agent and the network. announce/l2's
+// Announcer is the real one (ARP for IPv4, NDP for IPv6, and the node's one
+// link event subscription, which also tells both responders which
+// interfaces to re-check); the integration tests use a
 // recording fake so that two speakers can run in one process without raw
 // sockets. Both take the whole desired set at once.
 //
 // An address whose L2Advertisement names no interfaces is answered on the
 // node's default set: announce/netif's eligible interfaces (up, not a bridge
 // port or bond slave, ARP-capable, not virtual) minus
-// --l2-exclude-interfaces. L2Announcer keeps that set current on its own:
+// --l2-exclude-interfaces. announce/l2 keeps that set current on its own:
 // it follows rtnetlink link events (an interface added, removed, up, down,
 // enslaved or released, a new MAC), reads the set again 100 ms after the
 // first event of a burst and, when the set changed, applies the last

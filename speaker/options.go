@@ -55,7 +55,7 @@ type Options struct {
 	// ExcludeInterfaces are name patterns left out of the default
 	// interface set (the real announcer only).
 	ExcludeInterfaces []string
-	// Announcer carries out the layer 2 plan; nil: NewL2Announcer.
+	// Announcer carries out the layer 2 plan; nil: NewL2Announcer (announce/l2).
 	Announcer Announcer
 	// BGP carries out the BGP plan; nil: an embedded GoBGP (bgp.New).
 	BGP BGPApplier

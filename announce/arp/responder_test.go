@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/herald-lb/herald/announce/internal/l2"
+	"github.com/herald-lb/herald/announce/netif"
 	"github.com/herald-lb/herald/internal/netnstest"
 	mdarp "github.com/mdlayher/arp"
 )
@@ -27,6 +28,19 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // startIn starts a responder inside ns, closed at cleanup.
+// followLinks feeds ns's link events to r, as announce/l2 does.
+func followLinks(t *testing.T, ns *netnstest.NS, r *Responder) {
+	t.Helper()
+	h := ns.Handle()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		netif.FollowLinks(ctx, netif.FollowOptions{Namespace: &h}, r.LinksChanged)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 func startIn(t *testing.T, ns *netnstest.NS, o Options) *Responder {
 	t.Helper()
 	h, err := l2.HostAt(ns.Handle())
@@ -443,6 +457,7 @@ func TestLinkDownUp(t *testing.T) {
 	lan := netnstest.NewLAN(netnstest.New(t, "arp"), 1)
 	a := lan.Nodes[0]
 	r := startIn(t, a, Options{Gratuitous: 1})
+	followLinks(t, a, r)
 	if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
 		t.Fatal(err)
 	}

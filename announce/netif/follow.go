@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // FollowOptions configure FollowLinks.
@@ -25,18 +28,32 @@ type FollowOptions struct {
 	Logger *slog.Logger
 }
 
+// Changes are the link events of one burst.
+type Changes struct {
+	// All: events may have been lost (a new subscription); every
+	// interface may have changed.
+	All bool
+	// Changed are the interfaces with an event in the burst, sorted.
+	Changed []string
+	// Down are the interfaces seen deleted or without IFF_UP or
+	// IFF_LOWER_UP at some point of the burst, sorted: a link that went
+	// down and came back within the burst is in Down though it is up now.
+	Down []string
+}
+
 // FollowLinks calls changed after every burst of rtnetlink link events in
 // the namespace (an interface added, removed, up, down, given a master or
 // a new MAC, ...), and after every (re)subscription, until ctx is done.
-// It says only that something changed: the caller reads the interfaces
-// again (List) and decides what the change means, so a lost event costs
-// nothing once the next one, or the next subscription, arrives. When the
-// subscription breaks (the kernel dropped events: ENOBUFS), it subscribes
-// again after Retry and calls changed, since events were lost.
+// It says which interfaces had events, not what they are now: the caller
+// reads the interfaces again (List) and decides what the change means, so
+// a lost event costs nothing once the next one, or the next subscription,
+// arrives. When the subscription breaks (the kernel dropped events:
+// ENOBUFS), it subscribes again after Retry and calls changed with All,
+// since events were lost.
 //
 // changed runs on FollowLinks' goroutine, never concurrently with itself;
 // events arriving meanwhile make one more call.
-func FollowLinks(ctx context.Context, o FollowOptions, changed func()) {
+func FollowLinks(ctx context.Context, o FollowOptions, changed func(Changes)) {
 	if o.Debounce <= 0 {
 		o.Debounce = 100 * time.Millisecond
 	}
@@ -71,7 +88,7 @@ func FollowLinks(ctx context.Context, o FollowOptions, changed func()) {
 				broken = false
 			}
 			// Subscribed: what happened before is read now.
-			changed()
+			changed(Changes{All: true})
 			follow(ctx, ch, o.Debounce, changed)
 			select {
 			case err = <-lost:
@@ -102,22 +119,46 @@ func FollowLinks(ctx context.Context, o FollowOptions, changed func()) {
 // follow runs changed once per burst of events on ch: Debounce after the
 // first event of the burst. It returns when ctx is done or ch is closed
 // (the subscription broke).
-func follow(ctx context.Context, ch <-chan netlink.LinkUpdate, debounce time.Duration, changed func()) {
+func follow(ctx context.Context, ch <-chan netlink.LinkUpdate, debounce time.Duration, changed func(Changes)) {
 	var fire <-chan time.Time
+	var b burst
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-ch:
+		case u, ok := <-ch:
 			if !ok {
 				return
 			}
+			b.add(u)
 			if fire == nil {
 				fire = time.After(debounce)
 			}
 		case <-fire:
 			fire = nil
-			changed()
+			changed(b.changes())
+			b = burst{}
 		}
 	}
+}
+
+// burst collects the events of one burst.
+type burst struct{ changed, down map[string]bool }
+
+func (b *burst) add(u netlink.LinkUpdate) {
+	a := u.Attrs()
+	if a == nil || a.Name == "" {
+		return
+	}
+	if b.changed == nil {
+		b.changed, b.down = map[string]bool{}, map[string]bool{}
+	}
+	b.changed[a.Name] = true
+	if u.Header.Type == unix.RTM_DELLINK || a.RawFlags&unix.IFF_UP == 0 || a.RawFlags&unix.IFF_LOWER_UP == 0 {
+		b.down[a.Name] = true
+	}
+}
+
+func (b *burst) changes() Changes {
+	return Changes{Changed: slices.Sorted(maps.Keys(b.changed)), Down: slices.Sorted(maps.Keys(b.down))}
 }

@@ -19,11 +19,13 @@ func TestFollowLinks(t *testing.T) {
 	h := n.Netlink()
 
 	seen := make(chan []string, 100)
+	bursts := make(chan Changes, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		FollowLinks(ctx, FollowOptions{Namespace: &ns, Debounce: 50 * time.Millisecond}, func() {
+		FollowLinks(ctx, FollowOptions{Namespace: &ns, Debounce: 200 * time.Millisecond}, func(c Changes) {
+			bursts <- c
 			ifs, err := List(h)
 			if err != nil {
 				t.Error(err)
@@ -53,6 +55,9 @@ func TestFollowLinks(t *testing.T) {
 		}
 	}
 	expect("subscribed")
+	if c := <-bursts; !c.All {
+		t.Fatalf("first call %+v, want All (a new subscription)", c)
+	}
 
 	netnstest.Veth(n, "eth1", other, "x1", "")
 	expect("veth added and up", "eth1")
@@ -65,6 +70,22 @@ func TestFollowLinks(t *testing.T) {
 	expect("eth1 down")
 	n.IP("link", "set", "eth1", "up")
 	expect("eth1 up", "eth1")
+	// A bounce within one burst: eth1 is up at the end, and Down says it
+	// went down (the caller's read alone would miss it).
+	for len(bursts) > 0 {
+		<-bursts
+	}
+	n.IP("link", "set", "eth1", "down")
+	n.IP("link", "set", "eth1", "up")
+	deadline := time.After(5 * time.Second)
+	for bounced := false; !bounced; {
+		select {
+		case c := <-bursts:
+			bounced = slices.Contains(c.Down, "eth1") && slices.Contains(c.Changed, "eth1")
+		case <-deadline:
+			t.Fatal("the bounce is not in Down")
+		}
+	}
 	// Changes elsewhere are not followed: a bridge made in the other namespace never shows in a read here. (An
 	// extra call is harmless, the callback only says "read again"; a deleted veth may come in two bursts of
 	// events under load, so the test does not count calls.)

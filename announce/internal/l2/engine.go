@@ -1,7 +1,6 @@
 package l2
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -110,52 +108,39 @@ type Config struct {
 	OwnHost bool
 }
 
-type ifState struct {
-	name    string
-	link    Link // nil while not open
-	ifi     Iface
-	owned   Owned
-	addrs   map[netip.Addr]struct{} // what owned holds
-	stale   bool                    // the last Update failed: redo it
-	backoff time.Duration
-	retryAt time.Time
-	failing bool // a failure has been logged; log the recovery
-	checkAt time.Time
-}
-
-type gkey struct {
-	a     netip.Addr
-	iface string
-}
-
-type garp struct {
-	left   int
-	next   time.Time
-	failed int // failed sends of the current round
-}
-
-// announceRetries is how often a failed gratuitous announcement is retried,
-// MinBackoff apart, before its round counts as done.
-const announceRetries = 10
-
-// Engine converges listeners and node state to a desired set.
+// Engine drives a State: one goroutine owns it, carries out its actions
+// (sockets, netlink, the protocol's node state) and feeds their results
+// back. No lock is held while it does I/O; the small lock below guards
+// only what readers see (the listeners' owned sets and the counters).
 type Engine struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	state *State // the loop's alone
 
-	mu       sync.Mutex
-	closed   bool
-	desired  map[netip.Addr][]string
-	ifs      map[string]*ifState
-	node     map[netip.Addr]bool // Gain done
-	nodeFail map[netip.Addr]bool // a Gain/Lose failure was logged
-	garps    map[gkey]*garp
-	counters map[string]*Counters
-
-	wake     chan struct{}
-	stop     chan struct{}
+	reqs     chan request
+	wake     chan struct{} // link events are pending
 	loopDone chan struct{}
+	closed   atomic.Bool
+	closeErr error // Lose failures during shutdown (the loop's, read after loopDone)
 	serving  sync.WaitGroup
+
+	lmu   sync.Mutex
+	links LinksChanged // pending link events, merged
+
+	mu        sync.Mutex
+	listeners map[string]*listener
+	counters  map[string]*Counters
+}
+
+type listener struct {
+	gen   uint64
+	link  Link
+	owned Owned
+}
+
+type request struct {
+	ev   Event
+	done chan struct{}
 }
 
 // New starts an engine. It first removes stale node state (see Proto.Reset).
@@ -166,38 +151,19 @@ func New(cfg Config) *Engine {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Gratuitous <= 0 {
-		cfg.Gratuitous = 3
-	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = time.Second
-	}
-	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = 100 * time.Millisecond
-	}
-	if cfg.MaxBackoff < cfg.MinBackoff {
-		cfg.MaxBackoff = max(2*time.Second, cfg.MinBackoff)
-	}
-	if cfg.Check <= 0 {
-		cfg.Check = time.Second
-	}
-	watch := false
 	if cfg.Lookup == nil {
 		cfg.Lookup = cfg.Host.lookup
-		watch = true
 	}
 	e := &Engine{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		desired:  map[netip.Addr][]string{},
-		ifs:      map[string]*ifState{},
-		node:     map[netip.Addr]bool{},
-		nodeFail: map[netip.Addr]bool{},
-		garps:    map[gkey]*garp{},
-		counters: map[string]*Counters{},
-		wake:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		loopDone: make(chan struct{}),
+		cfg: cfg,
+		log: cfg.Logger,
+		state: NewState(Timing{Gratuitous: cfg.Gratuitous, Interval: cfg.Interval,
+			MinBackoff: cfg.MinBackoff, MaxBackoff: cfg.MaxBackoff, Check: cfg.Check}, cfg.Logger),
+		reqs:      make(chan request),
+		wake:      make(chan struct{}, 1),
+		loopDone:  make(chan struct{}),
+		listeners: map[string]*listener{},
+		counters:  map[string]*Counters{},
 	}
 	if n, err := cfg.Proto.Reset(cfg.Host); err != nil {
 		e.log.Warn("removing stale node state", "error", err)
@@ -205,78 +171,17 @@ func New(cfg Config) *Engine {
 		e.log.Info("removed stale node state left by an earlier run", "count", n)
 	}
 	go e.loop()
-	if watch {
-		// Subscribed before New returns: a link that goes down and up right
-		// after (faster than the periodic check) is still seen.
-		ch, done, err := e.subscribeLinks()
-		go e.watchLinks(ch, done, err)
-	}
 	return e
-}
-
-// watchLinks follows rtnetlink link events so that a listener's interface
-// is re-checked at once when it changes (deleted, recreated, down, up),
-// not only at the next periodic check, which stays as the fallback.
-func (e *Engine) watchLinks(ch chan netlink.LinkUpdate, done chan struct{}, err error) {
-	for {
-		if err != nil {
-			e.log.Debug("cannot follow link events; relying on periodic checks", "error", err)
-		} else {
-			e.followLinks(ch)
-		}
-		close(done)
-		select {
-		case <-e.stop:
-			return
-		case <-time.After(e.cfg.Check):
-		}
-		ch, done, err = e.subscribeLinks()
-	}
-}
-
-// subscribeLinks subscribes to the link events of the engine's namespace;
-// closing done ends the subscription.
-func (e *Engine) subscribeLinks() (chan netlink.LinkUpdate, chan struct{}, error) {
-	ch := make(chan netlink.LinkUpdate, 64)
-	done := make(chan struct{})
-	opts := netlink.LinkSubscribeOptions{
-		ErrorCallback: func(err error) { e.log.Debug("link events", "error", err) },
-	}
-	if e.cfg.Host.NS.IsOpen() {
-		ns := e.cfg.Host.NS
-		opts.Namespace = &ns
-	}
-	return ch, done, netlink.LinkSubscribeWithOptions(ch, done, opts)
-}
-
-func (e *Engine) followLinks(ch <-chan netlink.LinkUpdate) {
-	for {
-		select {
-		case <-e.stop:
-			return
-		case u, ok := <-ch:
-			if !ok {
-				return
-			}
-			a := u.Attrs()
-			e.mu.Lock()
-			if st := e.ifs[a.Name]; st != nil && st.link != nil {
-				if u.Header.Type == unix.RTM_DELLINK || a.RawFlags&unix.IFF_UP == 0 || a.RawFlags&unix.IFF_LOWER_UP == 0 {
-					st.ifi.Up = false // announce again when it is back
-				}
-				st.checkAt = time.Now()
-			}
-			e.mu.Unlock()
-			e.poke()
-		}
-	}
 }
 
 // ErrClosed is returned by Set after Close.
 var ErrClosed = errors.New("responder closed")
 
 // Set replaces the desired state. Entries that fail validation are left out
-// and reported in the returned error; the rest is applied.
+// and reported in the returned error; the rest is applied. It returns once
+// the engine carried the change out: answering stopped for what is lost;
+// for what is gained, node state, listeners and the first announcement
+// were tried (what failed is retried in the background).
 func (e *Engine) Set(desired map[netip.Addr][]string) error {
 	var errs []error
 	clean := map[netip.Addr][]string{}
@@ -298,15 +203,9 @@ func (e *Engine) Set(desired map[netip.Addr][]string) error {
 		slices.Sort(names)
 		clean[a] = slices.Compact(names)
 	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	if !e.do(Desire{Desired: clean}) {
 		return ErrClosed
 	}
-	e.desired = clean
-	e.reconcileLocked(time.Now())
-	e.mu.Unlock()
-	e.poke()
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
 }
@@ -317,24 +216,38 @@ func (e *Engine) Set(desired map[netip.Addr][]string) error {
 // no gain of theirs would correct: after a network partition heals, the
 // node that kept an address never gained it, while the other side's
 // announcements pointed the clients away from it.
-func (e *Engine) Reannounce() {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return
+func (e *Engine) Reannounce() { e.do(Reannounce{}) }
+
+// LinksChanged tells the engine about link events (the owner follows them:
+// one subscription per node, not one per engine). It does not wait: the
+// events are merged and handled by the loop at once. Without them, the
+// periodic check (Timing.Check) catches changes later.
+func (e *Engine) LinksChanged(c LinksChanged) {
+	e.lmu.Lock()
+	e.links.All = e.links.All || c.All
+	e.links.Changed = append(e.links.Changed, c.Changed...)
+	e.links.Down = append(e.links.Down, c.Down...)
+	e.lmu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
 	}
-	now := time.Now()
-	for name, st := range e.ifs {
-		if st.link == nil {
-			continue
-		}
-		for a := range st.addrs {
-			e.garps[gkey{a, name}] = &garp{left: e.cfg.Gratuitous, next: now}
-		}
+}
+
+// do hands ev to the loop and waits until it is carried out; false after
+// Close.
+func (e *Engine) do(ev Event) bool {
+	if e.closed.Load() {
+		return false
 	}
-	e.reconcileLocked(now)
-	e.mu.Unlock()
-	e.poke()
+	r := request{ev: ev, done: make(chan struct{})}
+	select {
+	case e.reqs <- r:
+	case <-e.loopDone:
+		return false
+	}
+	<-r.done
+	return true
 }
 
 func checkIfName(n string) error {
@@ -355,31 +268,26 @@ func (e *Engine) Stats() map[string]Count {
 	return out
 }
 
-// Close stops answering, closes every listener and removes node state.
-func (e *Engine) Close() error {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil
-	}
-	e.closed = true
-	for _, st := range e.ifs {
-		e.closeLink(st)
-	}
-	e.mu.Unlock()
-	close(e.stop)
-	<-e.loopDone
-	e.serving.Wait()
-
+// answers reports whether the listener on name answers for a now.
+func (e *Engine) answers(name string, a netip.Addr) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var errs []error
-	for a := range e.node {
-		if err := e.cfg.Proto.Lose(e.cfg.Host, a); err != nil {
-			errs = append(errs, err)
-		}
-		delete(e.node, a)
+	l := e.listeners[name]
+	return l != nil && l.owned.Has(a)
+}
+
+// Close stops answering, closes every listener and removes node state.
+func (e *Engine) Close() error {
+	if e.closed.Swap(true) {
+		<-e.loopDone
+		return nil
 	}
+	r := request{ev: Shutdown{}, done: make(chan struct{})}
+	e.reqs <- r
+	<-r.done
+	<-e.loopDone
+	e.serving.Wait()
+	errs := []error{e.closeErr}
 	if _, err := e.cfg.Proto.Reset(e.cfg.Host); err != nil {
 		errs = append(errs, err)
 	}
@@ -389,184 +297,160 @@ func (e *Engine) Close() error {
 	return errors.Join(errs...)
 }
 
-func (e *Engine) poke() {
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
-}
-
 func (e *Engine) loop() {
 	defer close(e.loopDone)
 	for {
-		e.mu.Lock()
 		now := time.Now()
-		e.reconcileLocked(now)
-		next := e.nextLocked(now)
-		e.mu.Unlock()
-		t := time.NewTimer(next.Sub(now))
+		t := time.NewTimer(e.state.Next(now).Sub(now))
 		select {
-		case <-e.stop:
+		case r := <-e.reqs:
 			t.Stop()
-			return
+			e.run(r.ev)
+			close(r.done)
+			if _, ok := r.ev.(Shutdown); ok {
+				return
+			}
 		case <-e.wake:
+			t.Stop()
+			e.lmu.Lock()
+			c := e.links
+			e.links = LinksChanged{}
+			e.lmu.Unlock()
+			e.run(c)
 		case <-t.C:
+			e.run(Tick{})
 		}
-		t.Stop()
 	}
 }
 
-func (e *Engine) nextLocked(now time.Time) time.Time {
-	next := now.Add(e.cfg.Check)
-	for _, g := range e.garps {
-		if g.next.Before(next) {
-			next = g.next
+// run steps ev and carries the actions out, feeding each result back, in
+// order, before anything else.
+func (e *Engine) run(ev Event) {
+	queue := []Event{ev}
+	for len(queue) > 0 {
+		ev, queue = queue[0], queue[1:]
+		for _, a := range e.state.Step(time.Now(), ev) {
+			if res := e.carryOut(a, ev); res != nil {
+				queue = append(queue, res)
+			}
 		}
 	}
-	for _, st := range e.ifs {
-		if st.link == nil && st.retryAt.Before(next) {
-			next = st.retryAt
-		}
-		if st.link != nil && st.checkAt.Before(next) {
-			next = st.checkAt
-		}
-	}
-	return next
 }
 
-// reconcileLocked converges to e.desired. Losing comes before gaining:
-// listeners stop answering first, then node state goes; on gain node state
-// comes first, then answering, then the gratuitous announcements.
-func (e *Engine) reconcileLocked(now time.Time) {
-	if e.closed {
+// carryOut does one action and returns its result (nil: none). cause is
+// the event whose step asked for it.
+func (e *Engine) carryOut(a Action, cause Event) Event {
+	switch a.Kind {
+	case Open:
+		info, err := e.open(a.Iface, a.Gen)
+		return Opened{Iface: a.Iface, Gen: a.Gen, Info: info, Err: err}
+	case Close:
+		e.closeListener(a.Iface, a.Gen)
+	case Own:
+		return OwnDone{Iface: a.Iface, Gen: a.Gen, Err: e.own(a)}
+	case Check:
+		info, err := e.cfg.Lookup(a.Iface)
+		return Checked{Iface: a.Iface, Gen: a.Gen, Info: info, Err: err}
+	case Announce:
+		err := e.announce(a)
+		return Announced{Iface: a.Iface, Gen: a.Gen, Addr: a.Addr, Err: err}
+	case Gain:
+		return NodeDone{Addr: a.Addr, Gain: true, Err: e.cfg.Proto.Gain(e.cfg.Host, a.Addr)}
+	case Lose:
+		err := e.cfg.Proto.Lose(e.cfg.Host, a.Addr)
+		if _, ok := cause.(Shutdown); ok {
+			e.closeErr = errors.Join(e.closeErr, err)
+			return nil
+		}
+		return NodeDone{Addr: a.Addr, Err: err}
+	}
+	return nil
+}
+
+// open looks the interface up, opens a listener with nothing owned and
+// starts serving it.
+func (e *Engine) open(name string, gen uint64) (Iface, error) {
+	ifi, err := e.cfg.Lookup(name)
+	if err == nil && len(ifi.MAC) != 6 {
+		err = fmt.Errorf("interface %s has no 6-byte MAC address", name)
+	}
+	var l Link
+	if err == nil {
+		l, err = e.cfg.Proto.Open(e.cfg.Host, ifi)
+	}
+	if err != nil {
+		return ifi, err
+	}
+	ln := &listener{gen: gen, link: l}
+	e.mu.Lock()
+	e.listeners[name] = ln
+	c := e.counter(name)
+	e.mu.Unlock()
+	e.serving.Add(1)
+	go func() {
+		defer e.serving.Done()
+		err := l.Serve(&ln.owned, c)
+		// Told to the loop, unless it is gone (Close closed the link).
+		select {
+		case e.reqs <- request{ev: Stopped{Iface: name, Gen: gen, Err: err}, done: make(chan struct{})}:
+		case <-e.loopDone:
+		}
+	}()
+	return ifi, nil
+}
+
+func (e *Engine) listener(name string, gen uint64) *listener {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if l := e.listeners[name]; l != nil && l.gen == gen {
+		return l
+	}
+	return nil
+}
+
+func (e *Engine) closeListener(name string, gen uint64) {
+	e.mu.Lock()
+	l := e.listeners[name]
+	if l == nil || l.gen != gen {
+		e.mu.Unlock()
 		return
 	}
-	want := map[string]map[netip.Addr]struct{}{}
-	for a, names := range e.desired {
-		for _, n := range names {
-			if want[n] == nil {
-				want[n] = map[netip.Addr]struct{}{}
-			}
-			want[n][a] = struct{}{}
-		}
-	}
-
-	// Interfaces that changed under an open listener.
-	for _, st := range e.ifs {
-		if st.link != nil && !now.Before(st.checkAt) {
-			e.checkLocked(st, now)
-		}
-	}
-
-	// Stop answering what is no longer wanted.
-	for name, st := range e.ifs {
-		w, ok := want[name]
-		if !ok {
-			if st.link != nil {
-				e.log.Debug("stopped listening", "interface", name)
-			}
-			e.closeLink(st)
-			delete(e.ifs, name)
-			continue
-		}
-		if st.link != nil {
-			e.setOwnedLocked(st, intersect(st.addrs, w), now)
-		}
-	}
-
-	// Node state.
-	for a := range e.node {
-		if _, ok := e.desired[a]; ok {
-			continue
-		}
-		if err := e.cfg.Proto.Lose(e.cfg.Host, a); err != nil {
-			e.nodeErr(a, "removing node state", err)
-			continue
-		}
-		delete(e.node, a)
-		delete(e.nodeFail, a)
-	}
-	for a := range e.desired {
-		if e.node[a] {
-			continue
-		}
-		if err := e.cfg.Proto.Gain(e.cfg.Host, a); err != nil {
-			e.nodeErr(a, "adding node state", err)
-			continue
-		}
-		if e.nodeFail[a] {
-			e.log.Info("node state added after earlier failures", "address", a)
-			delete(e.nodeFail, a)
-		}
-		e.node[a] = true
-	}
-
-	// Open listeners and answer for everything wanted.
-	for name, w := range want {
-		st := e.ifs[name]
-		if st == nil {
-			st = &ifState{name: name}
-			e.ifs[name] = st
-		}
-		if st.link == nil {
-			if now.Before(st.retryAt) {
-				continue
-			}
-			e.openLocked(st, now)
-			if st.link == nil {
-				continue
-			}
-		}
-		e.setOwnedLocked(st, w, now)
-	}
-
-	// Gratuitous announcements that are due.
-	for k, g := range e.garps {
-		st := e.ifs[k.iface]
-		if st == nil || st.link == nil {
-			delete(e.garps, k)
-			continue
-		}
-		if _, ok := st.addrs[k.a]; !ok {
-			delete(e.garps, k)
-			continue
-		}
-		if now.Before(g.next) {
-			continue
-		}
-		if err := st.link.Announce(k.a); err != nil {
-			// A send can fail for a moment (an interface just back up, its
-			// IPv6 link-local address not usable yet): retry soon rather
-			// than lose the round; after announceRetries it counts as done.
-			if g.failed < announceRetries {
-				g.failed++
-				g.next = now.Add(e.cfg.MinBackoff)
-				e.log.Debug("gratuitous announcement failed; retrying", "interface", k.iface, "address", k.a, "error", err)
-				continue
-			}
-			e.log.Warn("gratuitous announcement failed", "interface", k.iface, "address", k.a,
-				"tries", g.failed+1, "error", err)
-		} else {
-			e.counter(k.iface).Gratuitous.Add(1)
-		}
-		g.failed = 0
-		g.left--
-		g.next = now.Add(e.cfg.Interval)
-		if g.left <= 0 {
-			delete(e.garps, k)
-		}
+	delete(e.listeners, name)
+	l.owned.store(nil) // stop answering before anything else
+	e.mu.Unlock()
+	if err := l.link.Close(); err != nil {
+		e.log.Debug("closing listener", "interface", name, "error", err)
 	}
 }
 
-func (e *Engine) nodeErr(a netip.Addr, what string, err error) {
-	if e.nodeFail[a] {
-		e.log.Debug(what+" failed again", "address", a, "error", err)
-		return
+func (e *Engine) own(a Action) error {
+	l := e.listener(a.Iface, a.Gen)
+	if l == nil {
+		return fmt.Errorf("interface %s: listener %d is gone", a.Iface, a.Gen)
 	}
-	e.nodeFail[a] = true
-	e.log.Warn(what+" failed; retrying in the background", "address", a, "error", err)
+	m := make(map[netip.Addr]struct{}, len(a.Addrs))
+	for _, x := range a.Addrs {
+		m[x] = struct{}{}
+	}
+	l.owned.store(m)
+	return l.link.Update(a.Addrs)
 }
 
+func (e *Engine) announce(a Action) error {
+	l := e.listener(a.Iface, a.Gen)
+	if l == nil {
+		return fmt.Errorf("interface %s: listener %d is gone", a.Iface, a.Gen)
+	}
+	if err := l.link.Announce(a.Addr); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.counter(a.Iface).Gratuitous.Add(1)
+	e.mu.Unlock()
+	return nil
+}
+
+// counter is name's counters; e.mu is held.
 func (e *Engine) counter(name string) *Counters {
 	c := e.counters[name]
 	if c == nil {
@@ -575,8 +459,6 @@ func (e *Engine) counter(name string) *Counters {
 	}
 	return c
 }
-
-func (e *Engine) lookup(name string) (Iface, error) { return e.cfg.Lookup(name) }
 
 func (h *Host) lookup(name string) (Iface, error) {
 	l, err := h.NL.LinkByName(name)
@@ -590,144 +472,4 @@ func (h *Host) lookup(name string) (Iface, error) {
 		MAC:   a.HardwareAddr,
 		Up:    a.RawFlags&unix.IFF_UP != 0 && a.RawFlags&unix.IFF_LOWER_UP != 0,
 	}, nil
-}
-
-func (e *Engine) openLocked(st *ifState, now time.Time) {
-	ifi, err := e.lookup(st.name)
-	if err == nil && len(ifi.MAC) != 6 {
-		err = fmt.Errorf("interface %s has no 6-byte MAC address", st.name)
-	}
-	var l Link
-	if err == nil {
-		l, err = e.cfg.Proto.Open(e.cfg.Host, ifi)
-	}
-	if err != nil {
-		e.failLocked(st, err, now)
-		return
-	}
-	st.link, st.ifi, st.addrs, st.stale = l, ifi, nil, false
-	st.owned.store(nil)
-	st.checkAt = now.Add(e.cfg.Check)
-	if st.failing {
-		e.log.Info("answering on interface again", "interface", st.name, "mac", ifi.MAC.String())
-		st.failing = false
-	} else {
-		e.log.Debug("listening", "interface", st.name, "mac", ifi.MAC.String())
-	}
-	c := e.counter(st.name)
-	e.serving.Add(1)
-	go func() {
-		defer e.serving.Done()
-		err := l.Serve(&st.owned, c)
-		e.served(st, l, err)
-	}()
-}
-
-// served handles a listener whose Serve returned.
-func (e *Engine) served(st *ifState, l Link, err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed || e.ifs[st.name] != st || st.link != l {
-		return // closed on purpose
-	}
-	if err == nil {
-		err = errors.New("listener stopped")
-	}
-	e.failLocked(st, err, time.Now())
-	e.poke()
-}
-
-func (e *Engine) checkLocked(st *ifState, now time.Time) {
-	st.checkAt = now.Add(e.cfg.Check)
-	ifi, err := e.lookup(st.name)
-	if err != nil {
-		e.failLocked(st, err, now)
-		return
-	}
-	if ifi.Index != st.ifi.Index || !bytes.Equal(ifi.MAC, st.ifi.MAC) {
-		e.log.Info("interface changed; reopening", "interface", st.name,
-			"index", ifi.Index, "mac", ifi.MAC.String(), "oldIndex", st.ifi.Index, "oldMac", st.ifi.MAC.String())
-		e.closeLink(st)
-		st.retryAt = now
-		return
-	}
-	st.backoff = 0 // healthy for a whole check period
-	if ifi.Up && !st.ifi.Up {
-		// Carrier came back: the LAN may have missed the announcements.
-		for a := range st.addrs {
-			e.garps[gkey{a, st.name}] = &garp{left: e.cfg.Gratuitous, next: now}
-		}
-	}
-	st.ifi.Up = ifi.Up
-}
-
-func (e *Engine) failLocked(st *ifState, err error, now time.Time) {
-	e.closeLink(st)
-	if st.backoff == 0 {
-		st.backoff = e.cfg.MinBackoff
-	} else {
-		st.backoff = min(2*st.backoff, e.cfg.MaxBackoff)
-	}
-	st.retryAt = now.Add(st.backoff)
-	if st.failing {
-		e.log.Debug("interface still failing", "interface", st.name, "error", err)
-		return
-	}
-	st.failing = true
-	e.log.Warn("cannot answer on interface; retrying in the background", "interface", st.name, "error", err)
-}
-
-func (e *Engine) closeLink(st *ifState) {
-	st.owned.store(nil) // stop answering before anything else
-	if st.link != nil {
-		if err := st.link.Close(); err != nil {
-			e.log.Debug("closing listener", "interface", st.name, "error", err)
-		}
-	}
-	st.link, st.addrs, st.stale = nil, nil, false
-	for k := range e.garps {
-		if k.iface == st.name {
-			delete(e.garps, k)
-		}
-	}
-}
-
-func (e *Engine) setOwnedLocked(st *ifState, w map[netip.Addr]struct{}, now time.Time) {
-	if maps.Equal(st.addrs, w) && !st.stale && st.addrs != nil {
-		return
-	}
-	old := st.addrs
-	st.addrs = maps.Clone(w)
-	if st.addrs == nil {
-		st.addrs = map[netip.Addr]struct{}{}
-	}
-	st.owned.store(st.addrs)
-	if err := st.link.Update(slices.SortedFunc(maps.Keys(st.addrs), netip.Addr.Compare)); err != nil {
-		if !st.stale {
-			e.log.Warn("updating listener", "interface", st.name, "error", err)
-		}
-		st.stale = true
-	} else {
-		st.stale = false
-	}
-	for a := range st.addrs {
-		if _, had := old[a]; !had {
-			e.garps[gkey{a, st.name}] = &garp{left: e.cfg.Gratuitous, next: now}
-		}
-	}
-	for a := range old {
-		if _, keep := st.addrs[a]; !keep {
-			delete(e.garps, gkey{a, st.name})
-		}
-	}
-}
-
-func intersect(a, b map[netip.Addr]struct{}) map[netip.Addr]struct{} {
-	out := map[netip.Addr]struct{}{}
-	for k := range a {
-		if _, ok := b[k]; ok {
-			out[k] = struct{}{}
-		}
-	}
-	return out
 }

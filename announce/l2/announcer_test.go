@@ -1,4 +1,4 @@
-package speaker
+package l2
 
 import (
 	"net/netip"

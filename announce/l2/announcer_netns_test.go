@@ -1,4 +1,4 @@
-package speaker
+package l2
 
 import (
 	"log/slog"
@@ -13,7 +13,7 @@ import (
 	"github.com/herald-lb/herald/internal/netnstest"
 )
 
-// The tests below run the real L2Announcer in a network namespace (root
+// The tests below run the real Announcer in a network namespace (root
 // only) and check it from the outside with arping, an ARP client that
 // shares no code with Herald, and with the kernel's own IPv6 neighbour
 // resolution. Namespaces are named hlt-hi-<pid>-*.
@@ -43,7 +43,7 @@ func needArping(t *testing.T) {
 	t.Skip("skipping: needs arping (Debian package arping, by Thomas Habets)")
 }
 
-func startAnnouncer(t *testing.T, ns *netnstest.NS) *L2Announcer {
+func startAnnouncer(t *testing.T, ns *netnstest.NS) *Announcer {
 	t.Helper()
 	var log *slog.Logger
 	if testing.Verbose() {
@@ -51,7 +51,7 @@ func startAnnouncer(t *testing.T, ns *netnstest.NS) *L2Announcer {
 	} else {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a, err := newL2AnnouncerAt(log, nil, ns.Handle(), 0)
+	a, err := NewAt(log, nil, ns.Handle(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func waitAnswers(t *testing.T, ns *netnstest.NS, ifname string, target netip.Add
 }
 
 // waitDefault waits until the announcer's default set is want.
-func waitDefault(t *testing.T, a *L2Announcer, want ...string) {
+func waitDefault(t *testing.T, a *Announcer, want ...string) {
 	t.Helper()
 	if !netnstest.Eventually(followWithin, func() bool { return slices.Equal(a.DefaultInterfaces(), want) }) {
 		t.Fatalf("default interfaces %q, want %q", a.DefaultInterfaces(), want)
@@ -113,7 +113,7 @@ func waitDefault(t *testing.T, a *L2Announcer, want ...string) {
 }
 
 // notified waits for a change notification.
-func notified(t *testing.T, a *L2Announcer) {
+func notified(t *testing.T, a *Announcer) {
 	t.Helper()
 	select {
 	case <-a.DefaultChanged():
@@ -123,7 +123,7 @@ func notified(t *testing.T, a *L2Announcer) {
 }
 
 // drain empties the notification channel.
-func drain(a *L2Announcer) {
+func drain(a *Announcer) {
 	select {
 	case <-a.DefaultChanged():
 	default:
@@ -146,7 +146,7 @@ func peer(lab *netnstest.Lab, node *netnstest.NS, ifname, nsName string) *netnst
 }
 
 // TestDefaultSetGainsNewInterface: addresses announced on the default set
-// are answered on an interface that appears after SetL2, with no other
+// are answered on an interface that appears after Set, with no other
 // call, over ARP and NDP.
 func TestDefaultSetGainsNewInterface(t *testing.T) {
 	lab := netnstest.New(t, "hi")
@@ -155,7 +155,7 @@ func TestDefaultSetGainsNewInterface(t *testing.T) {
 	node := lan.Nodes[0]
 	a := startAnnouncer(t, node)
 	waitDefault(t, a, "eth0")
-	if err := a.SetL2(map[netip.Addr][]string{lb4: nil, lb6: nil}); err != nil {
+	if err := a.Set(map[netip.Addr][]string{lb4: nil, lb6: nil}); err != nil {
 		t.Fatal(err)
 	}
 	waitAnswers(t, lan.Client, "eth0", lb4, node.MAC("eth0").String())
@@ -188,8 +188,8 @@ func TestDefaultSetGainsNewInterface(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAnswers(t, lan.Client, "eth0", lb4)
-	if err := a.SetL2(map[netip.Addr][]string{lb4: nil}); err == nil {
-		t.Error("SetL2 after Close succeeded")
+	if err := a.Set(map[netip.Addr][]string{lb4: nil}); err == nil {
+		t.Error("Set after Close succeeded")
 	}
 	if err := a.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
@@ -207,7 +207,7 @@ func TestDefaultSetDropsEnslavedAndDownInterfaces(t *testing.T) {
 	p := peer(lab, node, "eth1", "p")
 	a := startAnnouncer(t, node)
 	waitDefault(t, a, "eth0", "eth1")
-	if err := a.SetL2(map[netip.Addr][]string{lb4: nil}); err != nil {
+	if err := a.Set(map[netip.Addr][]string{lb4: nil}); err != nil {
 		t.Fatal(err)
 	}
 	waitAnswers(t, p, "eth0", lb4, node.MAC("eth1").String())

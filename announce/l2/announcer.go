@@ -1,0 +1,292 @@
+// Package l2 is the node's layer 2 announcer: the ARP responder for IPv4,
+// the NDP responder for IPv6, the node's default interface set, and the
+// one rtnetlink link subscription that keeps the three current. Its owner
+// (the speaker) hands it the whole desired set; it converges to it.
+package l2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/herald-lb/herald/announce/arp"
+	"github.com/herald-lb/herald/announce/ndp"
+	"github.com/herald-lb/herald/announce/netif"
+)
+
+// Counters are one interface's cumulative counters, both families.
+type Counters struct {
+	Answered, Gratuitous uint64
+}
+
+// Announcer answers ARP and NDP for a desired set of addresses, on named
+// interfaces or on the node's default eligible set (netif.Eligible), which
+// it keeps current by following link events.
+type Announcer struct {
+	arp     *arp.Responder
+	ndp     *ndp.Responder
+	exclude []string
+	log     *slog.Logger
+	nl      *netlink.Handle // reads the interfaces (List)
+
+	changes chan struct{} // DefaultChanged, capacity one
+	cancel  context.CancelFunc
+	done    chan struct{} // the link follower has returned
+
+	mu      sync.Mutex
+	closed  bool
+	desired map[netip.Addr][]string // the last Set, as given
+	def     defaultSet
+}
+
+// New starts the ARP and NDP responders with nothing to answer for, reads
+// the default interface set and starts following link events. exclude are
+// interface name patterns (path.Match) left out of the default set.
+func New(log *slog.Logger, exclude []string) *Announcer {
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &Announcer{
+		arp: arp.New(arp.Options{Logger: log}),
+		ndp: ndp.New(ndp.Options{Logger: log}),
+		nl:  &netlink.Handle{},
+	}
+	a.start(log, exclude, nil, 0)
+	return a
+}
+
+// NewAt is New in the network namespace ns (tests, and agents that run in
+// a namespace of their own), with link events debounced for debounce
+// (zero: netif's default). ns stays owned by the caller and must stay open
+// until Close.
+func NewAt(log *slog.Logger, exclude []string, ns netns.NsHandle, debounce time.Duration) (*Announcer, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	r4, err := arp.NewAt(ns, arp.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	r6, err := ndp.NewAt(ns, ndp.Options{Logger: log})
+	if err != nil {
+		_ = r4.Close()
+		return nil, err
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		_ = errors.Join(r4.Close(), r6.Close())
+		return nil, err
+	}
+	a := &Announcer{arp: r4, ndp: r6, nl: h}
+	a.start(log, exclude, &ns, debounce)
+	return a, nil
+}
+
+func (a *Announcer) start(log *slog.Logger, exclude []string, ns *netns.NsHandle, debounce time.Duration) {
+	a.log, a.exclude = log, exclude
+	a.changes = make(chan struct{}, 1)
+	a.done = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	if err := a.refresh(); err != nil {
+		a.log.Warn("reading the interfaces", "error", err)
+	}
+	go func() {
+		defer close(a.done)
+		netif.FollowLinks(ctx, netif.FollowOptions{Namespace: ns, Debounce: debounce, Logger: log}, a.linksChanged)
+	}()
+}
+
+// linksChanged is the one link feed: the responders re-check the
+// interfaces that changed, and the default set is read again.
+func (a *Announcer) linksChanged(c netif.Changes) {
+	a.arp.LinksChanged(c)
+	a.ndp.LinksChanged(c)
+	if err := a.refresh(); err != nil {
+		a.log.Warn("reading the interfaces after a link change", "error", err)
+	}
+}
+
+// refresh reads the default interface set and, when it changed, applies
+// the last desired set again and notifies DefaultChanged.
+func (a *Announcer) refresh() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
+	step, err := a.readLocked()
+	if err != nil || !step.reapply {
+		return err
+	}
+	return a.applyLocked()
+}
+
+// readLocked reads the default set, records it, and logs and notifies a
+// change; it applies nothing.
+func (a *Announcer) readLocked() (defaultStep, error) {
+	list, err := netif.List(a.nl)
+	if err != nil {
+		return defaultStep{}, err
+	}
+	now := netif.Eligible(list, a.exclude)
+	step := a.def.next(now, a.desired)
+	if !step.changed {
+		return step, nil
+	}
+	if a.def.known {
+		a.log.Info("default interfaces changed", "old", a.def.names, "new", now, "exclude", a.exclude)
+		select {
+		case a.changes <- struct{}{}:
+		default:
+		}
+	} else {
+		a.log.Info("default interfaces", "interfaces", now, "exclude", a.exclude)
+	}
+	a.def = defaultSet{known: true, names: now}
+	if len(now) == 0 {
+		a.log.Warn("no eligible interface to answer on by default", "exclude", a.exclude)
+	}
+	return step, nil
+}
+
+func (a *Announcer) applyLocked() error {
+	v4, v6 := resolve(a.desired, a.def.names)
+	return errors.Join(a.arp.Set(v4), a.ndp.Set(v6))
+}
+
+// Set converges to the desired set: each owned address (both families)
+// mapped to the interfaces to answer on; nil interfaces means the default
+// set, which is read again at each call too (a missed link event is caught
+// here) and followed afterwards: when it changes, the addresses on it move
+// with it without another Set. Interfaces named explicitly are used as
+// named, even when they match an exclude pattern.
+func (a *Announcer) Set(desired map[netip.Addr][]string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return errors.New("announcer closed")
+	}
+	a.desired = maps.Clone(desired)
+	// On a failed read the last default set read stays in use.
+	_, rerr := a.readLocked()
+	if rerr != nil {
+		rerr = fmt.Errorf("reading the interfaces (the last set read stays in use): %w", rerr)
+	}
+	return errors.Join(rerr, a.applyLocked())
+}
+
+// Reannounce sends a new round of gratuitous announcements for every
+// address answered now.
+func (a *Announcer) Reannounce() {
+	a.arp.Reannounce()
+	a.ndp.Reannounce()
+}
+
+// DefaultInterfaces returns the default set as it is now answered on,
+// sorted (empty: no eligible interface).
+func (a *Announcer) DefaultInterfaces() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.def.names)
+}
+
+// DefaultChanged receives a value (coalesced: capacity one) after the
+// default set changed and the last desired set was applied on it again.
+func (a *Announcer) DefaultChanged() <-chan struct{} { return a.changes }
+
+// Stats returns cumulative counters per interface, both families.
+func (a *Announcer) Stats() map[string]Counters {
+	out := map[string]Counters{}
+	for n, c := range a.arp.Stats() {
+		o := out[n]
+		o.Answered += c.Answered
+		o.Gratuitous += c.Gratuitous
+		out[n] = o
+	}
+	for n, c := range a.ndp.Stats() {
+		o := out[n]
+		o.Answered += c.Answered
+		o.Gratuitous += c.Gratuitous
+		out[n] = o
+	}
+	return out
+}
+
+// Close stops following link events and stops answering.
+func (a *Announcer) Close() error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil
+	}
+	a.closed = true
+	a.mu.Unlock()
+	a.cancel()
+	<-a.done
+	err := errors.Join(a.arp.Close(), a.ndp.Close())
+	a.nl.Close()
+	return err
+}
+
+// defaultSet is the default eligible interface set as last read.
+type defaultSet struct {
+	known bool     // read at least once
+	names []string // sorted, as netif.Eligible
+}
+
+// defaultStep is what a new reading of the default set means.
+type defaultStep struct {
+	// changed: the set differs from the last reading (or is the first).
+	changed bool
+	// reapply: the desired set must be applied again, because some
+	// address is answered on the default set.
+	reapply bool
+}
+
+// next compares a new reading with d, for the desired set in force.
+func (d defaultSet) next(now []string, desired map[netip.Addr][]string) defaultStep {
+	if d.known && slices.Equal(d.names, now) {
+		return defaultStep{}
+	}
+	return defaultStep{changed: true, reapply: usesDefault(desired)}
+}
+
+// usesDefault reports whether some address is answered on the default set.
+func usesDefault(desired map[netip.Addr][]string) bool {
+	for _, ifs := range desired {
+		if ifs == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve splits the desired set by family for the responders, with the
+// default set in place of nil interfaces. Nothing it returns aliases def.
+func resolve(desired map[netip.Addr][]string, def []string) (v4, v6 map[netip.Addr][]string) {
+	v4, v6 = map[netip.Addr][]string{}, map[netip.Addr][]string{}
+	for addr, ifs := range desired {
+		if ifs == nil {
+			ifs = slices.Clone(def)
+			if ifs == nil {
+				ifs = []string{}
+			}
+		}
+		if addr.Is4() {
+			v4[addr] = ifs
+		} else {
+			v6[addr] = ifs
+		}
+	}
+	return v4, v6
+}
