@@ -28,7 +28,7 @@ const IdleHoldAfterReset = time.Second
 const bfdResetNotice = 5 * time.Second
 
 // ensureBFD returns the BFD manager, creating it (and the loop that
-// watches it) on first use. m.mu is held.
+// watches it) on first use. m.opMu is held.
 func (m *Manager) ensureBFD() *bfd.Manager {
 	if m.bfd == nil {
 		m.bfd = bfd.New(bfd.Options{Logger: m.baseLog})
@@ -47,7 +47,7 @@ func (m *Manager) ensureBFD() *bfd.Manager {
 // profile changed in place, or moved to a new local address), none for the
 // others. A BFD session that cannot be started is logged and tried again
 // at the next Set and when the BGP session is established; it never
-// affects the BGP session. m.mu is held.
+// affects the BGP session. m.opMu is held.
 //
 // The BFD session starts only once the BGP session was established, from
 // the connection's local address: a router like FRR registers its BFD
@@ -113,11 +113,11 @@ func (m *Manager) bfdLoop(events <-chan bfd.PeerEvent) {
 				m.bfdFailed(ev)
 			}
 		case <-m.bfdKick:
-			m.mu.Lock()
+			m.opMu.Lock()
 			if !m.closed {
 				m.syncBFD()
 			}
-			m.mu.Unlock()
+			m.opMu.Unlock()
 		}
 	}
 }
@@ -136,8 +136,8 @@ func (m *Manager) kickBFD() {
 // left alone: there is nothing to reset, and BGP is never kept down because
 // of BFD.
 func (m *Manager) bfdFailed(ev bfd.PeerEvent) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
 	s := m.sessions[ev.Peer]
 	if m.closed || s == nil || s.peer.BFD == nil || !s.added || m.bfdPeers[ev.Peer] != ev.Local {
 		return // an event of a BFD session that is no longer this peer's
@@ -193,7 +193,7 @@ func (m *Manager) noteBFDReset(s *session, reason string) {
 
 // closeBFD removes every BFD session of the manager (AdminDown to each
 // router) and ends the hook; the BFD manager is closed when the Manager
-// made it. m.mu is held.
+// made it. m.opMu is held.
 func (m *Manager) closeBFD() {
 	for a := range m.bfdPeers {
 		m.bfd.Remove(a)

@@ -63,29 +63,47 @@ type PeerStatus struct {
 }
 
 // Manager owns one GoBGP server per peer and converges them to the desired
-// state given to Set. Its methods are safe for concurrent use.
+// state given to Set. Its methods are safe for concurrent use: Set and
+// Close run one at a time, and Stats, Peers and Watch never wait for them.
+//
+// Locking: opMu serializes what changes the sessions (Set, Close, and the
+// BFD hook's re-sync and reset); it is held across GoBGP calls and
+// withdraw waits, and no reader takes it. One Set runs at a time: the
+// speaker calls Set from its single loop, so it never waits there. mu
+// guards what the readers see of the sessions (the sessions and pool
+// maps, closed, and a session's g, peer and added): it is held only to
+// read or edit those, never across a GoBGP call or a wait. Whoever writes
+// them holds opMu as well, so code under opMu reads them without mu. smu
+// guards the status and the subscribers.
 type Manager struct {
 	log     *slog.Logger
 	baseLog *slog.Logger // without the component attribute
 	flush   time.Duration
 
-	mu       sync.Mutex // serializes Set and Close
-	global   Global
-	sessions map[netip.Addr]*session
-	pool     map[serverKey][]*gserver // started servers without a neighbour
-	closed   bool
-	// The BFD hook (bfdhook.go): the BFD manager, whether it is ours to
-	// close, its subscription, and the BFD sessions added (peer -> local
-	// address).
+	opMu   sync.Mutex
+	global Global // under opMu
+	// The BFD hook (bfdhook.go), under opMu: the BFD manager, whether it
+	// is ours to close, its subscription, and the BFD sessions added (peer
+	// -> local address).
 	bfd       *bfd.Manager
 	bfdOwned  bool
 	bfdCancel func()
 	bfdPeers  map[netip.Addr]netip.Addr
 	bfdKick   chan struct{}
 
+	mu       sync.Mutex
+	sessions map[netip.Addr]*session
+	pool     map[serverKey][]*gserver // started servers without a neighbour
+	closed   bool
+
 	smu    sync.Mutex // status and subscribers; never held across GoBGP calls
 	status map[netip.Addr]*peerState
 	subs   *fanout.Hub[PeerStatus]
+
+	// withdrawWaiting, set by tests only, is called when a session starts
+	// waiting for its withdraw to leave (awaitWithdraw), on the goroutine
+	// that waits.
+	withdrawWaiting func(peer netip.Addr)
 }
 
 type gserver struct {
@@ -94,14 +112,14 @@ type gserver struct {
 
 type session struct {
 	addr   netip.Addr // = peer.Address; read by GoBGP callbacks, never written
-	g      Global
-	peer   Peer // normalized, as applied
+	g      Global     // written under m.opMu and m.mu
+	peer   Peer       // normalized, as applied; written under m.opMu and m.mu
 	gs     *gserver
 	key    serverKey
-	added  bool               // the neighbour is configured in the server
+	added  bool               // the neighbour is configured in the server; written under m.opMu and m.mu
 	cancel context.CancelFunc // the WatchEvent subscription
 	// stallAfter is connectStall(&peer), for the event callbacks (which
-	// must not read peer: Set writes it under m.mu).
+	// must not read peer: Set writes it).
 	stallAfter atomic.Int64
 }
 
@@ -144,12 +162,16 @@ func New(o Options) *Manager {
 // changes. Otherwise every peer is handled on its own: a peer that fails is
 // left without a session (and reported in the joined error); the next Set
 // tries it again from scratch.
+//
+// Set calls run one at a time (m.opMu). The sessions that go away are torn
+// down first, in parallel, each waiting for its own withdraw; readers do
+// not wait for any of it (see Manager).
 func (m *Manager) Set(ctx context.Context, d Desired) error {
 	if err := d.Validate(); err != nil {
 		return fmt.Errorf("bgp: desired state refused, nothing changed: %w", err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
 	if m.closed {
 		return errors.New("bgp: manager is closed")
 	}
@@ -167,25 +189,25 @@ func (m *Manager) Set(ctx context.Context, d Desired) error {
 	var errs []error
 	fail := func(a netip.Addr, err error) {
 		errs = append(errs, fmt.Errorf("bgp peer %v: %w", a, err))
-		if _, ok := m.sessions[a]; ok {
-			m.teardown(ctx, a, true)
+		if s := m.detach(a); s != nil {
+			m.teardown(ctx, s, true)
 		}
 	}
-	for _, a := range plan.Remove {
-		if !recreate[a] {
-			m.log.Info("removing peer", "peer", a)
-			m.teardown(ctx, a, true)
-		}
-	}
+	// A re-created peer that needs a new server is torn down here, before
+	// it is started again below.
+	m.teardownAll(ctx, m.leaving(&plan, next.Global, recreate))
 	for i := range plan.Add {
 		p := &plan.Add[i]
 		m.noteIgnoredLocalPref(next.Global, p)
-		var err error
 		if recreate[p.Address] {
 			m.log.Info("re-creating peer: a session setting changed", "peer", p.Address)
-			err = m.recreate(ctx, next.Global, p)
 		} else {
 			m.log.Info("adding peer", "peer", p.Address, "asn", p.ASN, "routes", len(p.Advertisements))
+		}
+		var err error
+		if s := m.sessions[p.Address]; s != nil {
+			err = m.recreate(ctx, s, next.Global, p)
+		} else {
 			err = m.start(ctx, next.Global, p)
 		}
 		if err != nil {
@@ -200,15 +222,91 @@ func (m *Manager) Set(ctx context.Context, d Desired) error {
 			fail(u.Peer, err)
 		}
 	}
-	for a, s := range m.sessions {
-		s.g, s.peer = next.Global, *nextPeers[a]
-	}
-	m.global = next.Global
+	m.commit(next.Global, nextPeers)
 	m.syncBFD()
 	return errors.Join(errs...)
 }
 
-// current is the applied state.
+// teardownJob is a session that a Set ends: final for a removed peer, not
+// for one re-created at once (its status is kept for the new session).
+type teardownJob struct {
+	s     *session
+	final bool
+}
+
+// leaving detaches the sessions that plan ends: the removed peers, and
+// the re-created ones whose new settings need another server. m.opMu is
+// held.
+func (m *Manager) leaving(plan *Plan, g Global, recreate map[netip.Addr]bool) []teardownJob {
+	var jobs []teardownJob
+	for _, a := range plan.Remove {
+		if !recreate[a] {
+			m.log.Info("removing peer", "peer", a)
+			jobs = append(jobs, teardownJob{s: m.detach(a), final: true})
+		}
+	}
+	for i := range plan.Add {
+		p := &plan.Add[i]
+		if s := m.sessions[p.Address]; recreate[p.Address] && s.key != keyOf(g, p) {
+			jobs = append(jobs, teardownJob{s: m.detach(p.Address)})
+		}
+	}
+	return jobs
+}
+
+// teardownAll tears the jobs' sessions down in parallel, each waiting for
+// its own withdraw (at most m.flush), and returns when all are done.
+func (m *Manager) teardownAll(ctx context.Context, jobs []teardownJob) {
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() { m.teardown(ctx, j.s, j.final) })
+	}
+	wg.Wait()
+}
+
+// commit records the applied state: every session's global settings and
+// peer, and the global settings. m.opMu is held.
+func (m *Manager) commit(g Global, peers map[netip.Addr]*Peer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for a, s := range m.sessions {
+		s.g, s.peer = g, *peers[a]
+	}
+	m.global = g
+}
+
+// attach adds s to the sessions.
+func (m *Manager) attach(s *session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sessions[s.addr] = s
+}
+
+// detach removes a's session from the sessions and returns it (nil when
+// there is none).
+func (m *Manager) detach(a netip.Addr) *session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.sessions[a]
+	delete(m.sessions, a)
+	return s
+}
+
+// setAdded records whether s's neighbour is configured in its server.
+func (m *Manager) setAdded(s *session, added bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.added = added
+}
+
+// setApplied records the settings s now runs with.
+func (m *Manager) setApplied(s *session, g Global, p *Peer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.g, s.peer = g, *p
+}
+
+// current is the applied state. m.opMu is held.
 func (m *Manager) current() Desired {
 	d := Desired{Global: m.global}
 	for _, s := range m.sessions {
@@ -284,9 +382,7 @@ func keyOf(g Global, p *Peer) serverKey {
 // (table.SelectionOptions, table.UseMultiplePaths), and a stopped server
 // cannot be started again (Serve closes its management channel).
 func (m *Manager) server(ctx context.Context, k serverKey) (*gserver, error) {
-	if n := len(m.pool[k]); n > 0 {
-		gs := m.pool[k][n-1]
-		m.pool[k] = m.pool[k][:n-1]
+	if gs := m.pooled(k); gs != nil {
 		return gs, nil
 	}
 	// GoBGP v4 logs through slog; nil LevelVar: only our handler's level
@@ -314,6 +410,38 @@ func (m *Manager) server(ctx context.Context, k serverKey) (*gserver, error) {
 		return nil, fmt.Errorf("import policy assignment: %w", err)
 	}
 	return gs, nil
+}
+
+// pooled takes an idle server for k from the pool; nil when there is none.
+func (m *Manager) pooled(k serverKey) *gserver {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := len(m.pool[k])
+	if n == 0 {
+		return nil
+	}
+	gs := m.pool[k][n-1]
+	m.pool[k] = m.pool[k][:n-1]
+	return gs
+}
+
+// toPool returns gs, started and without a neighbour, to the pool.
+func (m *Manager) toPool(k serverKey, gs *gserver) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pool[k] = append(m.pool[k], gs)
+}
+
+// drainPool empties the pool for good (Close) and returns its servers.
+func (m *Manager) drainPool() []*gserver {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*gserver
+	for _, gss := range m.pool {
+		out = append(out, gss...)
+	}
+	m.pool = nil
+	return out
 }
 
 // stopServer stops gs for good. Stop is StopBgp (which deletes any
@@ -360,7 +488,7 @@ func (m *Manager) start(ctx context.Context, g Global, p *Peer) error {
 	}
 	s := &session{addr: p.Address, g: g, peer: *p, gs: gs, key: k, cancel: func() {}}
 	s.stallAfter.Store(int64(connectStall(p)))
-	m.sessions[p.Address] = s
+	m.attach(s)
 	m.setOwner(s)
 	// State and errors come from GoBGP's peer events (WatchPeer): one per
 	// FSM transition, with the reason (see peerEventError). They are
@@ -378,33 +506,29 @@ func (m *Manager) start(ctx context.Context, g Global, p *Peer) error {
 	if err := gs.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
 		return fmt.Errorf("adding neighbour: %w", err)
 	}
-	s.added = true
+	m.setAdded(s, true)
 	return nil
 }
 
-// recreate replaces p's session: on the same server (delete and add the
-// neighbour, routes diffed in the RIB) when only neighbour settings
-// changed, else on a new one.
-func (m *Manager) recreate(ctx context.Context, g Global, p *Peer) error {
-	s := m.sessions[p.Address]
-	if s.key != keyOf(g, p) {
-		m.teardown(ctx, p.Address, false)
-		return m.start(ctx, g, p)
-	}
+// recreate replaces s's neighbour with p on the same server (delete and
+// add the neighbour, routes diffed in the RIB): only neighbour settings
+// changed. (A re-created peer that needs another server was torn down
+// already, see leaving, and is started anew.)
+func (m *Manager) recreate(ctx context.Context, s *session, g Global, p *Peer) error {
 	if err := s.gs.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: p.Address.String()}); err != nil {
 		return fmt.Errorf("deleting neighbour: %w", err)
 	}
-	s.added = false
+	m.setAdded(s, false)
 	m.resetState(s)
 	if err := applyRoutes(s.gs.srv, diffRoutes(routes(s.g, &s.peer), routes(g, p))); err != nil {
 		return err
 	}
-	s.g, s.peer = g, *p
+	m.setApplied(s, g, p)
 	s.stallAfter.Store(int64(connectStall(p)))
 	if err := s.gs.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
 		return fmt.Errorf("adding neighbour: %w", err)
 	}
-	s.added = true
+	m.setAdded(s, true)
 	return nil
 }
 
@@ -446,10 +570,10 @@ func (m *Manager) withdrawAll(ctx context.Context, s *session) error {
 // (The Adj-RIB-out is no signal: ListPath computes it from the RIB, so it
 // is empty as soon as DeletePath returns.) One UPDATE per family carries
 // about 800 IPv4 or 230 IPv6 host-route withdrawals; beyond that only the
-// first is awaited, and the router drops the rest with the session. Unlike
-// the fixed pause this replaces, m.mu (held by the caller) is held only
-// until the withdraw left, usually well under a millisecond; m.flush only
-// bounds it for a router that does not read.
+// first is awaited, and the router drops the rest with the session. The
+// wait usually ends well under a millisecond; m.flush only bounds it for a
+// router that does not read. The caller holds m.opMu only, no lock a
+// reader takes (Stats, Peers, Watch, the peer events).
 func (m *Manager) awaitWithdraw(ctx context.Context, s *session, before messageCounters) {
 	want := uint64(0)
 	for _, f := range []bgp.Family{bgp.RF_IPv4_UC, bgp.RF_IPv6_UC} {
@@ -465,6 +589,9 @@ func (m *Manager) awaitWithdraw(ctx context.Context, s *session, before messageC
 	}
 	if want == 0 {
 		return
+	}
+	if m.withdrawWaiting != nil {
+		m.withdrawWaiting(s.addr)
 	}
 	start := time.Now()
 	deadline := start.Add(m.flush)
@@ -490,13 +617,14 @@ func (m *Manager) awaitWithdraw(ctx context.Context, s *session, before messageC
 	}
 }
 
-// teardown withdraws a's routes, closes its session with a Cease
-// NOTIFICATION (deleting the neighbour) and returns its server, with an
-// empty RIB, to the pool. final publishes the Removed event and drops the
-// status (not when the peer is re-created at once).
-func (m *Manager) teardown(ctx context.Context, a netip.Addr, final bool) {
-	s := m.sessions[a]
-	delete(m.sessions, a)
+// teardown withdraws the routes of s (detached from the sessions), closes
+// it with a Cease NOTIFICATION (deleting the neighbour) once the withdraw
+// has left, and returns its server, with an empty RIB, to the pool. final
+// publishes the Removed event and drops the status (not when the peer is
+// re-created at once). m.opMu is held (by the Set that runs it), m.mu is
+// not.
+func (m *Manager) teardown(ctx context.Context, s *session, final bool) {
+	a := s.addr
 	werr := m.withdrawAll(ctx, s)
 	if werr != nil {
 		m.log.Warn("withdrawing before teardown", "peer", a, "error", werr)
@@ -509,7 +637,7 @@ func (m *Manager) teardown(ctx context.Context, a netip.Addr, final bool) {
 		}
 	}
 	if werr == nil && derr == nil {
-		m.pool[s.key] = append(m.pool[s.key], s.gs)
+		m.toPool(s.key, s.gs)
 	} else {
 		// Not reused: its RIB may hold routes, or the neighbour may still
 		// be up (StopBgp ends it, with a Cease, and waits for it).
@@ -545,54 +673,58 @@ func (m *Manager) established(s *session) bool {
 // NOTIFICATION and ends the subscriptions. The manager cannot be used
 // again.
 func (m *Manager) Close(ctx context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	sessions, ok := m.shut()
+	if !ok {
 		return nil
 	}
-	m.closed = true
 	// Withdraw everywhere first, in parallel, each session waiting for its
 	// own withdraw to leave (awaitWithdraw, at most m.flush).
 	var wg sync.WaitGroup
-	for a, s := range m.sessions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for a, s := range sessions {
+		wg.Go(func() {
 			if err := m.withdrawAll(ctx, s); err != nil {
 				m.log.Warn("withdrawing on close", "peer", a, "error", err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	// Delete every neighbour (Cease NOTIFICATION), then stop the servers:
 	// StopBgp waits until the FSM goroutines of the deleted neighbours have
 	// ended, so every NOTIFICATION is written before Close returns (see
 	// stopServer).
-	for a, s := range m.sessions {
+	for a, s := range sessions {
 		s.cancel()
 		if s.added {
 			if err := s.gs.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: a.String()}); err != nil {
 				m.log.Warn("deleting neighbour", "peer", a, "error", err)
 			}
 		}
-		m.pool[s.key] = append(m.pool[s.key], s.gs)
+		m.toPool(s.key, s.gs)
 		m.removed(a, s)
 	}
-	m.sessions = map[netip.Addr]*session{}
 	m.closeBFD()
-	for _, gss := range m.pool {
-		for _, gs := range gss {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				m.stopServer(gs)
-			}()
-		}
+	for _, gs := range m.drainPool() {
+		wg.Go(func() { m.stopServer(gs) })
 	}
 	wg.Wait()
-	m.pool = nil
 	m.subs.Close()
 	return nil
+}
+
+// shut marks the manager closed and detaches every session, which it
+// returns; false when it was closed already.
+func (m *Manager) shut() (map[netip.Addr]*session, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, false
+	}
+	m.closed = true
+	sessions := m.sessions
+	m.sessions = map[netip.Addr]*session{}
+	return sessions, true
 }
 
 // Peers returns the state of every configured session, by address.
@@ -618,16 +750,19 @@ type PeerStats struct {
 	NotificationsSent, NotificationsReceived uint64
 }
 
-// Stats returns the counters of every session, by address.
+// Stats returns the counters of every session, by address. It does not
+// wait for a Set or Close in progress: it lists the sessions as they are
+// (one being torn down is no longer listed) and reads GoBGP's counters
+// without holding a lock.
 func (m *Manager) Stats(ctx context.Context) ([]PeerStats, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]PeerStats, 0, len(m.sessions))
+	views := m.statsViews()
+	out := make([]PeerStats, 0, len(views))
 	var errs []error
-	for a, s := range m.sessions {
-		st := PeerStats{Peer: a, Advertised: len(s.peer.Advertisements)}
-		if s.added {
-			err := s.gs.srv.ListPeer(ctx, &api.ListPeerRequest{Address: a.String()}, func(p *api.Peer) {
+	for _, v := range views {
+		a := v.addr
+		st := PeerStats{Peer: a, Advertised: v.advertised}
+		if v.added {
+			err := v.gs.srv.ListPeer(ctx, &api.ListPeerRequest{Address: a.String()}, func(p *api.Peer) {
 				msgs := p.GetState().GetMessages()
 				st.UpdatesSent, st.UpdatesReceived = msgs.GetSent().GetUpdate(), msgs.GetReceived().GetUpdate()
 				st.NotificationsSent, st.NotificationsReceived = msgs.GetSent().GetNotification(), msgs.GetReceived().GetNotification()
@@ -640,6 +775,25 @@ func (m *Manager) Stats(ctx context.Context) ([]PeerStats, error) {
 	}
 	slices.SortFunc(out, func(a, b PeerStats) int { return a.Peer.Compare(b.Peer) })
 	return out, errors.Join(errs...)
+}
+
+// statsView is what Stats reads of a session.
+type statsView struct {
+	addr       netip.Addr
+	gs         *gserver
+	added      bool
+	advertised int
+}
+
+// statsViews copies what Stats reads of every session.
+func (m *Manager) statsViews() []statsView {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]statsView, 0, len(m.sessions))
+	for a, s := range m.sessions {
+		out = append(out, statsView{addr: a, gs: s.gs, added: s.added, advertised: len(s.peer.Advertisements)})
+	}
+	return out
 }
 
 // Watch subscribes to state changes: every change of a session's state or

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,6 +118,135 @@ func TestLoopbackManagers(t *testing.T) {
 	if s := status(lone, netip.MustParseAddr("127.0.0.5")); s.Established || s.State != "active" {
 		t.Errorf("status %+v, want active", s)
 	}
+}
+
+// TestReadersDoNotWaitForWithdraw removes two established peers while the
+// test holds their withdraw waits open (withdrawWaiting blocks until it is
+// released, as a router that does not read would hold awaitWithdraw for
+// up to the flush time): Stats and Peers answer meanwhile, and the second
+// peer's wait starts while the first one's is still open (the removed peers
+// are withdrawn in parallel).
+func TestReadersDoNotWaitForWithdraw(t *testing.T) {
+	ctx := context.Background()
+	port := freePort(t)
+	nodeA, nodeB := netip.MustParseAddr("127.0.0.21"), netip.MustParseAddr("127.0.0.23")
+	rtrA, rtrB := netip.MustParseAddr("127.0.0.22"), netip.MustParseAddr("127.0.0.24")
+	rtr := New(Options{Logger: testLog(t)})
+	defer rtr.Close(ctx)
+	node := New(Options{Logger: testLog(t), WithdrawFlush: time.Minute})
+	defer node.Close(ctx)
+	waiting := make(chan netip.Addr, 2)
+	release := make(chan struct{})
+	releaseWaits := sync.OnceFunc(func() { close(release) })
+	defer releaseWaits() // before Close: a failed check leaves Set waiting
+	node.withdrawWaiting = func(a netip.Addr) {
+		waiting <- a
+		<-release
+	}
+
+	// Every server is started before any session can come up: StartBgp
+	// writes package variables of GoBGP that established sessions of the
+	// other servers read (see Manager.server), a data race under -race. So
+	// the node first dials a closed port, the routers start (listening, and
+	// dialling the node, which does not listen), and then the node's
+	// neighbours move to the routers' port (re-created on their servers).
+	g := Global{RouterID: nodeA, ASN: 64500}
+	nodeState := func(p uint16) Desired {
+		return Desired{Global: g, Peers: []Peer{
+			{Address: rtrA, ASN: 64501, Port: p, SourceAddress: nodeA, ConnectRetry: time.Second,
+				Advertisements: []Advertisement{{Prefix: netip.MustParsePrefix("203.0.113.21/32")}}},
+			{Address: rtrB, ASN: 64501, Port: p, SourceAddress: nodeB, ConnectRetry: time.Second,
+				Advertisements: []Advertisement{{Prefix: netip.MustParsePrefix("203.0.113.22/32")}}},
+		}}
+	}
+	closed := freePort(t)
+	for closed == port {
+		closed = freePort(t)
+	}
+	if err := node.Set(ctx, nodeState(closed)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rtr.Set(ctx, Desired{
+		Global: Global{RouterID: rtrA, ASN: 64501, ListenPort: port},
+		Peers: []Peer{
+			{Address: nodeA, ASN: 64500, Port: port, SourceAddress: rtrA, ConnectRetry: time.Second},
+			{Address: nodeB, ASN: 64500, Port: port, SourceAddress: rtrB, ConnectRetry: time.Second},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Set(ctx, nodeState(port)); err != nil {
+		t.Fatal(err)
+	}
+	if !netnstest.Eventually(15*time.Second, func() bool {
+		return status(node, rtrA).Established && status(node, rtrB).Established
+	}) {
+		t.Fatalf("sessions not established: %+v", node.Peers())
+	}
+
+	setDone := make(chan error, 1)
+	go func() { setDone <- node.Set(ctx, Desired{Global: g}) }()
+	first := nextWithdrawWait(t, waiting, setDone, "the first removed peer")
+
+	type reading struct {
+		stats []PeerStats
+		err   error
+		peers []PeerStatus
+	}
+	read := make(chan reading, 1)
+	go func() {
+		st, err := node.Stats(ctx)
+		read <- reading{st, err, node.Peers()}
+	}()
+	select {
+	case r := <-read:
+		if r.err != nil {
+			t.Errorf("Stats while the withdraw to %v waits: %v", first, r.err)
+		}
+		// The removed sessions are no longer counted; their status stays
+		// until they are gone.
+		if len(r.peers) != 2 {
+			t.Errorf("Peers while the withdraw to %v waits: %+v, want both", first, r.peers)
+		}
+		t.Logf("while the withdraw to %v waits: %d sessions counted, %d peers listed", first, len(r.stats), len(r.peers))
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Stats and Peers did not return while the withdraw to %v waits: they wait for Set", first)
+	}
+	second := nextWithdrawWait(t, waiting, setDone, "the second removed peer (the first one's still open)")
+	if first == second {
+		t.Fatalf("%v waited twice", first)
+	}
+
+	releaseWaits()
+	select {
+	case err := <-setDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Set did not return once the withdraw waits were released")
+	}
+	if p := node.Peers(); len(p) != 0 {
+		t.Errorf("peers after the removal: %+v", p)
+	}
+	if !netnstest.Eventually(10*time.Second, func() bool { return len(rtr.adjIn(nodeA))+len(rtr.adjIn(nodeB)) == 0 }) {
+		t.Errorf("routes still at the router: %v %v", rtr.adjIn(nodeA), rtr.adjIn(nodeB))
+	}
+}
+
+// nextWithdrawWait returns the peer of the next withdraw wait that starts,
+// failing if none does within 20 s or Set returns first.
+func nextWithdrawWait(t *testing.T, waiting <-chan netip.Addr, setDone <-chan error, what string) netip.Addr {
+	t.Helper()
+	select {
+	case a := <-waiting:
+		return a
+	case err := <-setDone:
+		t.Fatalf("Set returned (%v) before the withdraw wait of %s started", err, what)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no withdraw wait of %s within 20s", what)
+	}
+	return netip.Addr{}
 }
 
 // TestSetRefusesInvalidState checks that an invalid state changes nothing
