@@ -138,10 +138,21 @@ type Members struct {
 
 	// ring is the gossip keyring (nil without encryption); want is the
 	// key last given (Start or SetKey): rotate walks the keyring to it.
+	// keyMu guards want and the changes to the keyring (SetKey, rotate),
+	// so that a rotation step sees both at one time; it is taken before
+	// addrMu.
 	ring  *memberlist.Keyring
 	keyMu sync.Mutex
 	want  []byte
 	rot   chan struct{}
+
+	// adv asks the advertiser to gossip this member's metadata again;
+	// advWhat say why (for its warning). advDone is closed when the
+	// advertiser has returned.
+	adv     chan struct{}
+	advMu   sync.Mutex
+	advWhat []string
+	advDone chan struct{}
 
 	joins, joinFailures, rejoins  atomic.Uint64
 	arrivals, departures, updates atomic.Uint64
@@ -204,6 +215,8 @@ func Start(o Options) (*Members, error) {
 		changes:  make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
 		rot:      make(chan struct{}, 1),
+		adv:      make(chan struct{}, 1),
+		advDone:  make(chan struct{}),
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
 	}
@@ -261,6 +274,7 @@ func Start(o Options) (*Members, error) {
 		"encrypted", len(o.Key) > 0, "probeInterval", tun.ProbeInterval, "probeTimeout", tun.ProbeTimeout,
 		"suspicionMult", tun.SuspicionMult, "rejoinInterval", m.rejoin)
 	go m.loop()
+	go m.advertiser()
 	return m, nil
 }
 
@@ -494,7 +508,8 @@ func (m *Members) SetReady(ready bool) {
 func (m *Members) Changes() <-chan struct{} { return m.changes }
 
 // Leave tells the other members that this one is leaving, waiting up to
-// timeout for the message to go out, and stops rejoining. The member keeps
+// timeout for the message to go out, and stops rejoining and advertising
+// metadata changes (memberlist ignores them once left). The member keeps
 // answering until Shutdown.
 func (m *Members) Leave(timeout time.Duration) error {
 	m.stateMu.Lock()
@@ -520,12 +535,16 @@ func (m *Members) Shutdown() error {
 	}
 	m.down = true
 	m.stopLoop()
+	// An advertisement in flight finishes (its broadcast goes out, or a
+	// second passes) before memberlist stops; none is made after.
+	<-m.advDone
 	err := m.ml.Shutdown()
 	<-m.loopDone
 	return err
 }
 
-// stopLoop stops the join loop; the caller holds stateMu.
+// stopLoop stops the join loop and the advertiser; the caller holds
+// stateMu.
 func (m *Members) stopLoop() {
 	select {
 	case <-m.stop:
@@ -634,10 +653,10 @@ type metaDelegate struct{ m *Members }
 
 func (d metaDelegate) NodeMeta(limit int) []byte {
 	var primary, latest fingerprint
+	d.m.keyMu.Lock()
 	if d.m.ring != nil {
 		primary = fingerprintOf(d.m.ring.GetPrimaryKey())
 	}
-	d.m.keyMu.Lock()
 	latest = fingerprintOf(d.m.want)
 	d.m.keyMu.Unlock()
 	b := metaOf(d.m.ready.Load(), primary, latest)

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -97,10 +99,13 @@ func (m *Members) SetKey(key []byte) error {
 	if ring == nil {
 		return errors.New("members: gossip is not encrypted (--memberlist-insecure); restart every speaker with the key")
 	}
+	// The key joins the keyring and becomes the one wanted together: a
+	// rotation step in between would drop it as an old key.
+	m.keyMu.Lock()
 	if err := ring.AddKey(key); err != nil {
+		m.keyMu.Unlock()
 		return fmt.Errorf("members: gossip key: %w", err)
 	}
-	m.keyMu.Lock()
 	changed := !bytes.Equal(m.want, key)
 	m.want = bytes.Clone(key)
 	m.keyMu.Unlock()
@@ -125,9 +130,11 @@ func (m *Members) rotate() {
 	if ring == nil {
 		return
 	}
+	// The step is decided and taken under keyMu, as SetKey changes the
+	// keyring and the key wanted: with a key added but not yet wanted, it
+	// would be dropped as an old one.
 	m.keyMu.Lock()
 	want := m.want
-	m.keyMu.Unlock()
 	m.addrMu.Lock()
 	others := make([]keyView, 0, len(m.keys))
 	for name, v := range m.keys {
@@ -137,20 +144,30 @@ func (m *Members) rotate() {
 	}
 	m.addrMu.Unlock()
 	s := nextStep(ring.GetPrimaryKey(), ring.GetKeys(), want, others)
+	var err error
 	switch {
 	case s.use != nil:
-		if err := ring.UseKey(s.use); err != nil {
+		err = ring.UseKey(s.use)
+	case s.remove != nil:
+		for _, k := range s.remove {
+			if err = ring.RemoveKey(k); err != nil {
+				break
+			}
+		}
+	}
+	m.keyMu.Unlock()
+	switch {
+	case s.use != nil:
+		if err != nil {
 			m.log.Warn("using the new gossip key", "error", err)
 			return
 		}
 		m.log.Info("gossip key in use: every member has it", "key", fmt.Sprintf("%x", fingerprintOf(s.use)))
 		m.advertise("key in use")
 	case s.remove != nil:
-		for _, k := range s.remove {
-			if err := ring.RemoveKey(k); err != nil {
-				m.log.Warn("removing an old gossip key", "error", err)
-				return
-			}
+		if err != nil {
+			m.log.Warn("removing an old gossip key", "error", err)
+			return
 		}
 		m.log.Info("old gossip keys removed: every member uses the new one", "removed", len(s.remove))
 		m.notify(&m.updates)
@@ -158,13 +175,49 @@ func (m *Members) rotate() {
 }
 
 // advertise gossips this member's metadata (readiness, keys) in the
-// background, waiting up to a second for one member to take it.
+// background, waiting up to a second for one member to take it: it asks
+// the advertiser, which makes one advertisement at a time.
 func (m *Members) advertise(what string) {
-	go func() {
+	m.advMu.Lock()
+	if !slices.Contains(m.advWhat, what) {
+		m.advWhat = append(m.advWhat, what)
+	}
+	m.advMu.Unlock()
+	select {
+	case m.adv <- struct{}{}:
+	default:
+	}
+}
+
+// advertiser makes the advertisements advertise asks for, one at a time,
+// until the member leaves or shuts down. memberlist's UpdateNode cannot run
+// twice at once: it reads the local node's address outside its node lock
+// while another UpdateNode rewrites it under the lock (a data race), and it
+// reads the metadata (NodeMeta) before it takes the incarnation number, so
+// of two in flight the older metadata may get the higher number and stay
+// advertised. Requests made while one is in flight are coalesced into the
+// next: NodeMeta reads the state at that time, the latest.
+func (m *Members) advertiser() {
+	defer close(m.advDone)
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-m.adv:
+		}
+		m.advMu.Lock()
+		what := strings.Join(m.advWhat, ", ")
+		m.advWhat = nil
+		m.advMu.Unlock()
+		if what == "" {
+			// Taken by the advertisement before, which read the
+			// metadata after the change.
+			continue
+		}
 		if err := m.ml.UpdateNode(time.Second); err != nil {
 			m.log.Warn("advertising "+what, "error", err)
 		}
-	}()
+	}
 }
 
 // Keys are the fingerprints of the keys in this member's keyring, the

@@ -3,7 +3,9 @@ package members
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -113,5 +115,83 @@ func TestKeyRotation(t *testing.T) {
 	}
 	if got := more[4].Alive(); !slices.Equal(got, []string{"node-4"}) {
 		t.Errorf("the member with the old key sees %v: the old key still works", got)
+	}
+}
+
+// TestConcurrentAdvertisesDoNotRace: metadata changes that follow each other
+// closely (readiness toggled from several goroutines, a key installed and
+// taken into use at once by a lone member) each advertise. memberlist's
+// UpdateNode reads the local node's address outside its lock while another
+// UpdateNode rewrites it under the lock, and it reads the metadata before it
+// takes the incarnation number, so two advertisements in flight at once race
+// (go test -race) and the older metadata may win. Advertisements are made
+// one at a time: the last state is what the others end up seeing.
+func TestConcurrentAdvertisesDoNotRace(t *testing.T) {
+	ms := startGroup(t, []Options{testOptions(0, ProfileFast), testOptions(1, ProfileFast)})
+	waitFor(t, ms, 10*time.Second, "all see all", allSee(ms, namesOf(ms)))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 50 {
+				ms[0].SetReady((i+g)%2 == 0)
+			}
+		})
+	}
+	wg.Wait()
+	ms[0].SetReady(false)
+	waitFor(t, ms, 10*time.Second, "the last readiness (not ready) seen by the other", func() bool {
+		return slices.Equal(ms[1].Alive(), []string{"node-1"})
+	})
+	ms[0].SetReady(true)
+	waitFor(t, ms, 10*time.Second, "ready again", allSee(ms, namesOf(ms)))
+
+	// Alone, a member takes a key into use as soon as it is given: the
+	// "installed" and "in use" advertisements follow each other at once.
+	lone := startGroup(t, []Options{testOptions(2, ProfileFast)})[0]
+	for i := range 20 {
+		key := bytes.Repeat([]byte{byte(i + 1)}, 32)
+		if err := lone.SetKey(key); err != nil {
+			t.Fatal(err)
+		}
+		only := fmt.Sprintf("%x", fingerprintOf(key))
+		waitFor(t, []*Members{lone}, 10*time.Second, "the lone member on its new key", func() bool {
+			k := lone.Keys()
+			return len(k) == 1 && k[0] == only
+		})
+	}
+}
+
+// TestSetKeyDuringRotation: a rotation step taken while SetKey installs
+// another key (the loop runs one on any member's metadata update) must see
+// the new key and the key it is to end with together: one that saw the key
+// in the keyring but not yet as the one wanted dropped it as an old key, and
+// the member could then never take it into use ("requested key is not in
+// the keyring", every rejoin interval) while advertising it.
+func TestSetKeyDuringRotation(t *testing.T) {
+	m := startGroup(t, []Options{testOptions(0, ProfileFast)})[0]
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				m.kickRotation()
+				runtime.Gosched()
+			}
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 300 {
+		key := bytes.Repeat([]byte{byte(i), byte(i >> 8), 1}, 11)[:32]
+		if err := m.SetKey(key); err != nil {
+			t.Fatal(err)
+		}
+		only := fmt.Sprintf("%x", fingerprintOf(key))
+		waitFor(t, []*Members{m}, 5*time.Second, fmt.Sprintf("rotation %d: the new key alone", i), func() bool {
+			k := m.Keys()
+			return len(k) == 1 && k[0] == only
+		})
 	}
 }
