@@ -428,7 +428,7 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 				}
 			}
 		}
-		and(qual[int(h.addr)*w:int(h.addr+1)*w], scratch)
+		row(qual, int(h.addr), w).and(scratch)
 	}
 	var skipped []BGPSkipped
 	p.addrs = make([]bgpAddr, 0, n)

@@ -4,8 +4,8 @@ import "math/bits"
 
 // bitset is a set of small non-negative integers, one bit each: the
 // planner's node and peer indexes. Tables of sets are one []uint64 cut into
-// rows of the same width (row i is bitset(table[i*w:(i+1)*w])), so a row
-// costs no allocation of its own.
+// rows of the same width (row i is row(table, i, w)), so a row costs no
+// allocation of its own.
 type bitset []uint64
 
 // words is the width of a bitset over n indexes.
@@ -18,10 +18,31 @@ func (b bitset) set(k int)      { b[k/64] |= 1 << (k % 64) }
 func (b bitset) unset(k int)    { b[k/64] &^= 1 << (k % 64) }
 func (b bitset) has(k int) bool { return b[k/64]&(1<<(k%64)) != 0 }
 
+// row returns row i of a table of sets of width w.
+func row(table []uint64, i, w int) bitset { return bitset(table[i*w : (i+1)*w : (i+1)*w]) }
+
 // or adds every member of o (of the same width) to b.
 func (b bitset) or(o bitset) {
 	for i := range b {
 		b[i] |= o[i]
+	}
+}
+
+// and removes from b every member not in o (of the same width).
+func (b bitset) and(o bitset) {
+	for i := range b {
+		b[i] &= o[i]
+	}
+}
+
+// setNamed makes b the set of the indexes that index gives to names;
+// names index does not know are ignored.
+func (b bitset) setNamed(index map[string]int, names []string) {
+	clear(b)
+	for _, name := range names {
+		if k, ok := index[name]; ok {
+			b.set(k)
+		}
 	}
 }
 

@@ -149,6 +149,12 @@ func (r Result) L2Winner(a netip.Addr) (L2Announcement, bool) {
 // Compute plans the layer 2 announcements and the BGP sessions and routes
 // of the whole cluster. It is a pure function of its input: the result does
 // not depend on the order of any slice in it.
+//
+// The layer 2 part goes in steps over the Services' addresses (see
+// l2Election): components and candidates (readServices), the Services of
+// each address (sortHolders), the addresses not to announce (decide), the
+// election per component (elect), and the Result (result). computeBGP then
+// reuses its address table, pools and key lists.
 func Compute(in Inputs) Result {
 	cfg := in.Config
 	if cfg == nil {
@@ -160,120 +166,186 @@ func Compute(in Inputs) Result {
 	// Every distinct address, sorted: an address's index is its rank, so a
 	// component's root (the lowest index) is its lowest address.
 	addrs, held := newAddrTable(in.Services)
-	n := addrs.len()
-	if n == 0 {
+	if addrs.len() == 0 {
 		var res Result
 		res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, bgpInput{addrs: addrs})
 		return res
 	}
+	e := newL2Election(in.Services, ns, addrs, held)
+	e.readServices()
+	e.sortHolders()
+	e.decide(pools)
+	announced := e.elect()
+	res, x := e.result(pools, len(cfg.BGPAdvertisements) > 0, announced)
+	res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, x)
+	return res
+}
 
-	w := ns.words
-	parent := make([]int32, n)
-	for i := range parent {
-		parent[i] = int32(i)
+// l2Election is the layer 2 part of Compute under way. Its tables have one
+// entry, or one bitset row of ns.words words, per address of addrs.
+type l2Election struct {
+	svcs  []Service
+	ns    *nodeSet
+	addrs addrTable
+	n, w  int // addresses, words of a row
+	// parent is the union-find forest of the addresses (find, union).
+	parent []int32
+	// want[i] is true when a Service with endpoints holds address i.
+	want []bool
+	// Row i of cand starts as every node; row r of comp is the same for
+	// the component whose root is r. See readServices and decide.
+	cand, comp []uint64
+	// holds are the (address, Service) pairs, in Service order.
+	holds []holding
+	// The Services holding address i are byAddr[start[i]:start[i+1]]
+	// (holders).
+	start, byAddr []int32
+	// dec[i] is the index of address i's elected node in ns, or one of
+	// the negative decisions below; poolOf[i] is the index of its pool,
+	// or -1.
+	dec, poolOf []int32
+}
+
+// Decisions not to announce an address (l2Election.dec), each for a
+// Reason (l2Reason).
+const (
+	decNotInPool = -1 - iota
+	decNoAdvertisement
+	decNoEndpoints
+	decNoNode
+)
+
+// newL2Election makes the tables of an election over the addresses of
+// addrs: every address its own component, every candidate row full.
+func newL2Election(svcs []Service, ns *nodeSet, addrs addrTable, held int) l2Election {
+	n, w := addrs.len(), ns.words
+	e := l2Election{svcs: svcs, ns: ns, addrs: addrs, n: n, w: w,
+		parent: make([]int32, n),
+		want:   make([]bool, n),
+		holds:  make([]holding, 0, held),
 	}
-	want := make([]bool, n)
-	// cand[i] starts as "every node" and is narrowed to the nodes that
-	// every wanting Service of address i accepts. comp[r] does the same
-	// for the component whose root is r.
+	for i := range e.parent {
+		e.parent[i] = int32(i)
+	}
 	bits := make([]uint64, 2*n*w)
 	for i := range bits {
 		bits[i] = ^uint64(0)
 	}
-	cand, comp := bits[:n*w], bits[n*w:]
-	holds := make([]holding, 0, held)
-	scratch := make([]uint64, w)
+	e.cand, e.comp = bits[:n*w], bits[n*w:]
+	return e
+}
+
+func (e *l2Election) candRow(i int) bitset { return row(e.cand, i, e.w) }
+func (e *l2Election) compRow(r int) bitset { return row(e.comp, r, e.w) }
+
+// holders returns the indexes of the Services holding address i, sorted
+// by key once sortHolders has run.
+func (e *l2Election) holders(i int) []int32 { return e.byAddr[e.start[i]:e.start[i+1]] }
+
+// readServices records which Service holds which address, joins the
+// addresses of each Service into one component, marks the addresses a
+// Service with endpoints holds as wanted, and narrows the candidate row of
+// each address held by a Local Service with endpoints to the nodes with
+// one of them.
+func (e *l2Election) readServices() {
+	endpoints := make(bitset, e.w)
 	var idx []int32
-	for si := range in.Services {
-		s := &in.Services[si]
-		idx = idx[:0]
+	for si := range e.svcs {
+		s := &e.svcs[si]
+		idx = idx[:0] // s's addresses, each once
 		for _, a := range s.Addrs {
-			if j := addrs.index(a); j >= 0 && !slices.Contains(idx, j) {
+			if j := e.addrs.index(a); j >= 0 && !slices.Contains(idx, j) {
 				idx = append(idx, j)
 			}
 		}
 		for _, j := range idx[min(1, len(idx)):] {
-			union(parent, idx[0], j)
+			union(e.parent, idx[0], j)
 		}
 		wants := len(s.EndpointNodes) > 0
 		if wants && s.Local {
-			clear(scratch)
-			for _, e := range s.EndpointNodes {
-				if k, ok := ns.index[e]; ok {
-					bitset(scratch).set(k)
-				}
-			}
+			endpoints.setNamed(e.ns.index, s.EndpointNodes)
 		}
 		for _, j := range idx {
-			holds = append(holds, holding{j, int32(si)})
+			e.holds = append(e.holds, holding{j, int32(si)})
 			if !wants {
 				continue
 			}
-			want[j] = true
+			e.want[j] = true
 			if s.Local {
-				and(cand[int(j)*w:int(j+1)*w], scratch)
+				e.candRow(int(j)).and(endpoints)
 			}
 		}
 	}
+}
 
-	// The Services of each address, by counting sort, then each address's
-	// (short) list sorted by key.
-	start := make([]int32, n+1)
-	for _, h := range holds {
+// sortHolders lists the Services of each address (holders): a counting
+// sort of the holdings by address, then each address's (short) list
+// sorted by key.
+func (e *l2Election) sortHolders() {
+	start := make([]int32, e.n+1)
+	for _, h := range e.holds {
 		start[h.addr+1]++
 	}
-	for i := 1; i <= n; i++ {
+	for i := 1; i <= e.n; i++ {
 		start[i] += start[i-1]
 	}
-	fill := slices.Clone(start[:n])
-	byAddr := make([]int32, len(holds))
-	for _, h := range holds {
+	fill := slices.Clone(start[:e.n])
+	byAddr := make([]int32, len(e.holds))
+	for _, h := range e.holds {
 		byAddr[fill[h.addr]] = h.svc
 		fill[h.addr]++
 	}
-	keyOf := func(si int32) string { return in.Services[si].Key }
-	for i := range n {
+	keyOf := func(si int32) string { return e.svcs[si].Key }
+	for i := range e.n {
 		if l := byAddr[start[i]:start[i+1]]; len(l) > 1 {
 			slices.SortFunc(l, func(a, b int32) int { return strings.Compare(keyOf(a), keyOf(b)) })
 		}
 	}
+	e.start, e.byAddr = start, byAddr
+}
 
-	// Decide every address: a node index, or a reason not to announce it.
-	const (
-		decNotInPool = -1 - iota
-		decNoAdvertisement
-		decNoEndpoints
-		decNoNode
-	)
-	dec := make([]int32, n)
-	poolOf := make([]int32, n)
-	for i := range n {
-		p := pools.lookup(addrs.addr(i))
-		poolOf[i] = int32(p)
+// decide finds each address's pool and decides the addresses not to
+// announce for want of a pool, of an L2Advertisement of it, or of a
+// Service with endpoints. Each other address has its candidate row
+// narrowed to its pool's candidates, and narrows its component's row to
+// the result: a component's row is the candidates common to its addresses.
+func (e *l2Election) decide(pools *poolTable) {
+	e.dec, e.poolOf = make([]int32, e.n), make([]int32, e.n)
+	for i := range e.n {
+		p := pools.lookup(e.addrs.addr(i))
+		e.poolOf[i] = int32(p)
 		switch {
 		case p < 0:
-			dec[i] = decNotInPool
+			e.dec[i] = decNotInPool
 		case !pools.advertised[p]:
-			dec[i] = decNoAdvertisement
-		case !want[i]:
-			dec[i] = decNoEndpoints
+			e.dec[i] = decNoAdvertisement
+		case !e.want[i]:
+			e.dec[i] = decNoEndpoints
 		default:
-			c := cand[i*w : (i+1)*w]
-			and(c, pools.cands[p*w:(p+1)*w])
-			r := int(find(parent, int32(i)))
-			and(comp[r*w:(r+1)*w], c)
+			c := e.candRow(i)
+			c.and(pools.cand(p))
+			e.compRow(int(find(e.parent, int32(i)))).and(c)
 		}
 	}
-	winner := make([]int32, n) // per root: the component's winner + 1; 0 = not yet, -1 = none
+}
+
+// elect elects the node of every address left undecided, with its
+// component's key (the root address): the candidate common to the
+// component with the highest score, or, when the component has none, the
+// address's own candidate with the highest score; an address without
+// candidates is decided decNoNode. It returns the number of addresses
+// elected.
+func (e *l2Election) elect() int {
+	winner := make([]int32, e.n) // per root: the component's winner + 1; 0 = not yet, -1 = none
 	announced := 0
-	for i := range n {
-		if dec[i] < 0 {
+	for i := range e.n {
+		if e.dec[i] < 0 {
 			continue
 		}
-		r := int(find(parent, int32(i)))
-		key := addrs.hash(r)
+		r := int(find(e.parent, int32(i)))
+		key := e.addrs.hash(r)
 		if winner[r] == 0 {
-			winner[r] = int32(pick(comp[r*w:(r+1)*w], ns.hash, key)) + 1
+			winner[r] = int32(pick(e.compRow(r), e.ns.hash, key)) + 1
 			if winner[r] == 0 {
 				winner[r] = -1
 			}
@@ -282,68 +354,88 @@ func Compute(in Inputs) Result {
 		if winner[r] < 0 {
 			// The component's addresses have no common candidate: each
 			// address is elected on its own, with the component's key.
-			k = pick(cand[i*w:(i+1)*w], ns.hash, key)
+			k = pick(e.candRow(i), e.ns.hash, key)
 		}
 		if k < 0 {
-			dec[i] = decNoNode
+			e.dec[i] = decNoNode
 			continue
 		}
-		dec[i] = int32(k)
+		e.dec[i] = int32(k)
 		announced++
 	}
+	return announced
+}
 
-	// Build the result; the key lists of all addresses share two arrays.
+// result builds the layer 2 part of the Result from the decisions, and
+// computeBGP's input: the pools and, when bgp is true (the configuration
+// has BGPAdvertisements), every address's key lists.
+func (e *l2Election) result(pools *poolTable, bgp bool, announced int) (Result, bgpInput) {
 	res := Result{
 		L2:        make([]L2Announcement, 0, announced),
-		L2Skipped: make([]L2Skipped, 0, n-announced),
+		L2Skipped: make([]L2Skipped, 0, e.n-announced),
 	}
-	allKeys := make([]string, 0, len(holds))
-	wantKeys := make([]string, 0, len(holds))
-	x := bgpInput{addrs: addrs, poolOf: poolOf, holds: holds}
-	if len(cfg.BGPAdvertisements) > 0 {
-		x.wantOf, x.allOf = make([][]string, n), make([][]string, n)
+	keys := keyLists{all: make([]string, 0, len(e.holds)), want: make([]string, 0, len(e.holds))}
+	x := bgpInput{addrs: e.addrs, poolOf: e.poolOf, holds: e.holds}
+	if bgp {
+		x.wantOf, x.allOf = make([][]string, e.n), make([][]string, e.n)
 	}
-	for i := range n {
-		a0, w0 := len(allKeys), len(wantKeys)
-		for _, si := range byAddr[start[i]:start[i+1]] {
-			s := &in.Services[si]
-			if len(allKeys) == a0 || allKeys[len(allKeys)-1] != s.Key {
-				allKeys = append(allKeys, s.Key)
-			}
-			if len(s.EndpointNodes) > 0 && (len(wantKeys) == w0 || wantKeys[len(wantKeys)-1] != s.Key) {
-				wantKeys = append(wantKeys, s.Key)
-			}
-		}
-		all := allKeys[a0:len(allKeys):len(allKeys)]
-		if x.allOf != nil {
+	for i := range e.n {
+		all, want := keys.add(e.svcs, e.holders(i))
+		if bgp {
 			x.allOf[i] = all
-			if len(wantKeys) > w0 {
-				x.wantOf[i] = wantKeys[w0:len(wantKeys):len(wantKeys)]
+			if len(want) > 0 {
+				x.wantOf[i] = want
 			}
 		}
-		var reason Reason
-		switch d := dec[i]; d {
-		case decNotInPool:
-			reason = NotInPool
-		case decNoAdvertisement:
-			reason = NoL2Advertisement
-		case decNoEndpoints:
-			reason = NoEndpoints
-		case decNoNode:
-			reason = NoEligibleNode
-		default:
-			res.L2 = append(res.L2, L2Announcement{
-				Addr:       addrs.addr(i),
-				Services:   wantKeys[w0:len(wantKeys):len(wantKeys)],
-				Node:       ns.names[d],
-				Interfaces: pools.interfaces(int(poolOf[i]), int(d)),
-			})
+		d := e.dec[i]
+		if d < 0 {
+			res.L2Skipped = append(res.L2Skipped, L2Skipped{e.addrs.addr(i), all, l2Reason(d)})
 			continue
 		}
-		res.L2Skipped = append(res.L2Skipped, L2Skipped{addrs.addr(i), all, reason})
+		res.L2 = append(res.L2, L2Announcement{
+			Addr:       e.addrs.addr(i),
+			Services:   want,
+			Node:       e.ns.names[d],
+			Interfaces: pools.interfaces(int(e.poolOf[i]), int(d)),
+		})
 	}
-	res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, x)
-	return res
+	return res, x
+}
+
+// l2Reason is the Reason of a decision not to announce an address.
+func l2Reason(d int32) Reason {
+	switch d {
+	case decNotInPool:
+		return NotInPool
+	case decNoAdvertisement:
+		return NoL2Advertisement
+	case decNoEndpoints:
+		return NoEndpoints
+	}
+	return NoEligibleNode // decNoNode
+}
+
+// keyLists holds the key lists of every address in two shared arrays: the
+// keys of the Services holding it, and of those with endpoints.
+type keyLists struct {
+	all, want []string
+}
+
+// add appends the keys of the Services holders (indexes into svcs, sorted
+// by key) and returns the address's two lists, without duplicates. Each is
+// capped, so that an append to it cannot overwrite the next address's.
+func (l *keyLists) add(svcs []Service, holders []int32) (all, want []string) {
+	a0, w0 := len(l.all), len(l.want)
+	for _, si := range holders {
+		s := &svcs[si]
+		if len(l.all) == a0 || l.all[len(l.all)-1] != s.Key {
+			l.all = append(l.all, s.Key)
+		}
+		if len(s.EndpointNodes) > 0 && (len(l.want) == w0 || l.want[len(l.want)-1] != s.Key) {
+			l.want = append(l.want, s.Key)
+		}
+	}
+	return l.all[a0:len(l.all):len(l.all)], l.want[w0:len(l.want):len(l.want)]
 }
 
 // holding says that Service svc holds address addr (indices into
@@ -370,12 +462,6 @@ func union(parent []int32, a, b int32) {
 		parent[rb] = ra
 	} else if rb < ra {
 		parent[ra] = rb
-	}
-}
-
-func and(dst, src []uint64) {
-	for i := range dst {
-		dst[i] &= src[i]
 	}
 }
 
@@ -471,10 +557,10 @@ func newPoolTable(cfg *config.Config, ns *nodeSet) *poolTable {
 	slices.SortStableFunc(t.ranges, func(a, b poolRange) int { return a.r.First.Compare(b.r.First) })
 
 	for a, adv := range cfg.L2Advertisements {
-		bs := t.advNodes[a*w : (a+1)*w]
+		bs := row(t.advNodes, a, w)
 		for k := range ns.names {
 			if selects(adv.NodeSelectors, ns.labels[k]) {
-				bitset(bs).set(k)
+				bs.set(k)
 			}
 		}
 		for p, pool := range cfg.Pools {
@@ -482,7 +568,7 @@ func newPoolTable(cfg *config.Config, ns *nodeSet) *poolTable {
 				continue
 			}
 			t.advertised[p] = true
-			bitset(t.cands[p*w : (p+1)*w]).or(bs)
+			t.cand(p).or(bs)
 		}
 	}
 	return t
@@ -501,6 +587,9 @@ func selects(sels []labels.Selector, l labels.Set) bool {
 	}
 	return false
 }
+
+// cand returns the candidates of pool p (see cands).
+func (t *poolTable) cand(p int) bitset { return row(t.cands, p, t.words) }
 
 // lookup returns the index of the pool holding a, or -1.
 func (t *poolTable) lookup(a netip.Addr) int {
@@ -527,7 +616,7 @@ func (t *poolTable) interfaces(p, k int) []string {
 	var out []string
 	all := false
 	for a, adv := range t.cfg.L2Advertisements {
-		if !bitset(t.advNodes[a*t.words:(a+1)*t.words]).has(k) || !slices.Contains(adv.Pools, name) {
+		if !row(t.advNodes, a, t.words).has(k) || !slices.Contains(adv.Pools, name) {
 			continue
 		}
 		if len(adv.Interfaces) == 0 {
