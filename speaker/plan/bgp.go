@@ -213,12 +213,15 @@ type bgpAdv struct {
 	peers      []int32              // sorted indices into bgpPlan.peers
 	std        []community.Standard // sorted, distinct
 	large      []community.Large    // sorted, distinct
-	nodes      bitset               // the qualifying nodes it selects
+	nodes      bitset               // the eligible nodes it selects
 	// peerNodes are, per family (v4, v6), the nodes with a session to one
 	// of its peers that can carry a route of that family: a session of the
 	// family, or of the other one from a node with an address of the
 	// family to give as next hop.
 	peerNodes [2]bitset
+	// sends are, per family, nodes and peerNodes both: the nodes that
+	// advertise an address of the family under it where it qualifies.
+	sends [2]bitset
 	// peerMask is the bitset of its peers.
 	peerMask bitset
 }
@@ -249,38 +252,79 @@ type bgpInput struct {
 	wantOf, allOf [][]string
 }
 
-// computeBGP plans the BGP sessions and routes of every node.
+// computeBGP plans the BGP sessions and routes of every node, in steps
+// over a bgpBuild: the nodes (readNodes), the sessions per node
+// (readPeers), the advertisements (readAdvertisements), the nodes each
+// address qualifies on (qualify) and is advertised by (advertise), and the
+// LocalAggregated issues (localAggregated).
 func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipped, []BGPIssue) {
 	if len(cfg.Peers) == 0 && len(cfg.BGPAdvertisements) == 0 {
 		return nil, nil, nil // BGP is not in use
 	}
-	p := &bgpPlan{}
-	// Issues by reason, each list made in its sorted order.
-	var aggIssues, prefIssues, idIssues []BGPIssue
-
-	// Nodes listed once, sorted. eligible: may advertise.
-	seen := make(map[string]int, len(in.Nodes))
-	for i := range in.Nodes {
-		seen[in.Nodes[i].Name]++
+	b := bgpBuild{p: &bgpPlan{}, in: in, cfg: cfg, x: x}
+	b.readNodes()
+	b.readPeers()
+	b.readAdvertisements()
+	if len(b.p.advs) == 0 {
+		// BGP is not in use: no address is skipped for want of it.
+		return b.p, nil, slices.Concat(b.idIssues, b.p.conflicts)
 	}
-	var keep []*Node
-	for i := range in.Nodes {
-		if seen[in.Nodes[i].Name] == 1 {
-			keep = append(keep, &in.Nodes[i])
+	b.qualify()
+	skipped := b.advertise()
+	aggIssues := b.localAggregated()
+	return b.p, skipped, slices.Concat(aggIssues, b.prefIssues, b.idIssues, b.p.conflicts)
+}
+
+// bgpBuild is computeBGP under way: the plan it fills, and what its steps
+// pass on to the next ones.
+type bgpBuild struct {
+	p   *bgpPlan
+	in  Inputs
+	cfg *config.Config
+	x   bgpInput
+	// keep are the nodes of p.nodes, index their indexes by name, and
+	// eligible those that may advertise.
+	keep     []*Node
+	index    map[string]int
+	eligible bitset
+	// peerIndex gives the index in p.peers of a BGPPeer's name.
+	peerIndex map[string]int32
+	// advsOf[pl] are the advertisements listing pool pl, ascending.
+	advsOf [][]int32
+	// Row i of qual are the nodes address i qualifies on; of by, the
+	// nodes that advertise it.
+	qual, by []uint64
+	// Issues by reason, each list made in its sorted order.
+	prefIssues, idIssues []BGPIssue
+	// isLocal holds the keys of the Local Services with endpoints, once
+	// localKeys needs them.
+	isLocal map[string]bool
+}
+
+// readNodes numbers the nodes listed once in Inputs.Nodes in name order,
+// finds their first address of each family (routerID, first6), and marks
+// as eligible those neither NetworkUnavailable nor excluded.
+func (b *bgpBuild) readNodes() {
+	seen := make(map[string]int, len(b.in.Nodes))
+	for i := range b.in.Nodes {
+		seen[b.in.Nodes[i].Name]++
+	}
+	for i := range b.in.Nodes {
+		if seen[b.in.Nodes[i].Name] == 1 {
+			b.keep = append(b.keep, &b.in.Nodes[i])
 		}
 	}
-	slices.SortFunc(keep, func(a, b *Node) int { return strings.Compare(a.Name, b.Name) })
-	nn := len(keep)
-	w := words(nn)
-	p.words = w
+	slices.SortFunc(b.keep, func(a, b *Node) int { return strings.Compare(a.Name, b.Name) })
+	p, nn := b.p, len(b.keep)
+	p.words = words(nn)
 	p.nodes = make([]string, nn)
 	p.routerID = make([]netip.Addr, nn)
 	p.first6 = make([]netip.Addr, nn)
-	index := make(map[string]int, nn)
-	eligible := make([]uint64, w)
-	for k, nd := range keep {
+	b.index = make(map[string]int, nn)
+	b.eligible = make(bitset, p.words)
+	for k, nd := range b.keep {
 		p.nodes[k] = nd.Name
-		index[nd.Name] = k
+		b.index[nd.Name] = k
 		for _, a := range nd.Addrs {
 			a = a.Unmap()
 			if a.Is4() && !p.routerID[k].IsValid() {
@@ -291,258 +335,309 @@ func computeBGP(in Inputs, cfg *config.Config, x bgpInput) (*bgpPlan, []BGPSkipp
 			}
 		}
 		if !nd.NetworkUnavailable && !nd.Excluded {
-			bitset(eligible).set(k)
+			b.eligible.set(k)
 		}
 	}
+}
 
-	// Sessions.
-	peers := slices.Clone(cfg.Peers)
+// readPeers makes the session templates, sorted by name, and the nodes
+// with each session: the nodes its selectors select that have a router ID
+// (else issue NoRouterID); then each node keeps the sessions of one router
+// ID (oneRouterID).
+func (b *bgpBuild) readPeers() {
+	p, w := b.p, b.p.words
+	peers := slices.Clone(b.cfg.Peers)
 	slices.SortFunc(peers, func(a, b *config.Peer) int { return strings.Compare(a.Name, b.Name) })
-	peerIndex := make(map[string]int32, len(peers))
+	b.peerIndex = make(map[string]int32, len(peers))
 	p.peers = make([]BGPSession, len(peers))
 	p.sessions = make([]uint64, len(peers)*w)
 	for pi, cp := range peers {
-		peerIndex[cp.Name] = int32(pi)
-		s := BGPSession{
-			Name:            cp.Name,
-			MyASN:           cp.MyASN,
-			PeerASN:         cp.PeerASN,
-			PeerAddress:     cp.Address,
-			PeerPort:        cp.Port,
-			SourceAddress:   cp.SourceAddress,
-			RouterID:        cp.RouterID,
-			HoldTime:        cp.HoldTime,
-			KeepaliveTime:   cp.KeepaliveTime,
-			ConnectTime:     cp.ConnectTime,
-			EBGPMultihopTTL: multihopTTL(cp),
-			GracefulRestart: cp.GracefulRestart,
-		}
-		if cp.PasswordSecret != "" {
-			s.PasswordSecret = SecretRef{cp.PasswordSecret, config.BGPPasswordKey}
-		}
-		if bp := cfg.BFDProfile(cp.BFDProfile); cp.BFDProfile != "" && bp != nil {
-			s.BFD = *bp
-		}
-		p.peers[pi] = s
-		bs := p.sessions[pi*w : (pi+1)*w]
-		for k, nd := range keep {
+		b.peerIndex[cp.Name] = int32(pi)
+		p.peers[pi] = sessionTemplate(b.cfg, cp)
+		nodes := row(p.sessions, pi, w)
+		for k, nd := range b.keep {
 			if !selects(cp.NodeSelectors, nd.Labels) {
 				continue
 			}
-			if !s.RouterID.IsValid() && !p.routerID[k].IsValid() {
-				idIssues = append(idIssues, BGPIssue{Reason: NoRouterID, Peer: cp.Name, Node: nd.Name})
+			if !cp.RouterID.IsValid() && !p.routerID[k].IsValid() {
+				b.idIssues = append(b.idIssues, BGPIssue{Reason: NoRouterID, Peer: cp.Name, Node: nd.Name})
 				continue
 			}
-			bitset(bs).set(k)
+			nodes.set(k)
 		}
 	}
-	conflicts := p.oneRouterID()
-	p.conflicts = conflicts
+	p.conflicts = p.oneRouterID()
+}
 
-	// Advertisements, and which of them list each pool.
-	advs := slices.Clone(cfg.BGPAdvertisements)
+// sessionTemplate is the session of peer cp with every field resolved but
+// the node's: RouterID is zero when the node's address applies, and the
+// next hops are zero.
+func sessionTemplate(cfg *config.Config, cp *config.Peer) BGPSession {
+	s := BGPSession{
+		Name:            cp.Name,
+		MyASN:           cp.MyASN,
+		PeerASN:         cp.PeerASN,
+		PeerAddress:     cp.Address,
+		PeerPort:        cp.Port,
+		SourceAddress:   cp.SourceAddress,
+		RouterID:        cp.RouterID,
+		HoldTime:        cp.HoldTime,
+		KeepaliveTime:   cp.KeepaliveTime,
+		ConnectTime:     cp.ConnectTime,
+		EBGPMultihopTTL: multihopTTL(cp),
+		GracefulRestart: cp.GracefulRestart,
+	}
+	if cp.PasswordSecret != "" {
+		s.PasswordSecret = SecretRef{cp.PasswordSecret, config.BGPPasswordKey}
+	}
+	if bp := cfg.BFDProfile(cp.BFDProfile); cp.BFDProfile != "" && bp != nil {
+		s.BFD = *bp
+	}
+	return s
+}
+
+// readAdvertisements makes the advertisements, sorted by name
+// (newAdvertisement), and lists those of each pool (advsOf).
+func (b *bgpBuild) readAdvertisements() {
+	advs := slices.Clone(b.cfg.BGPAdvertisements)
 	slices.SortFunc(advs, func(a, b *config.BGPAdvertisement) int { return strings.Compare(a.Name, b.Name) })
-	poolIndex := make(map[string]int, len(cfg.Pools))
-	for i, pl := range cfg.Pools {
+	poolIndex := make(map[string]int, len(b.cfg.Pools))
+	for i, pl := range b.cfg.Pools {
 		poolIndex[pl.Name] = i
 	}
-	advsOf := make([][]int32, len(cfg.Pools))
-	p.advs = make([]bgpAdv, len(advs))
-	bits3 := make([]uint64, 3*len(advs)*w)
+	b.advsOf = make([][]int32, len(b.cfg.Pools))
+	b.p.advs = make([]bgpAdv, len(advs))
+	const rows = 5 // nodes, peerNodes and sends of an advertisement
+	w := b.p.words
+	bits := make([]uint64, rows*len(advs)*w)
 	for ai, ca := range advs {
-		a := &p.advs[ai]
-		a.name, a.localPref = ca.Name, ca.LocalPref
-		// config.Parse keeps the lengths in range; a hand-made Config must
-		// not make the planner panic.
-		a.len4, a.len6 = min(max(ca.AggregationLength, 0), 32), min(max(ca.AggregationLengthV6, 0), 128)
-		a.nodes = bits3[3*ai*w : (3*ai+1)*w : (3*ai+1)*w]
-		a.peerNodes[v4] = bits3[(3*ai+1)*w : (3*ai+2)*w : (3*ai+2)*w]
-		a.peerNodes[v6] = bits3[(3*ai+2)*w : (3*ai+3)*w : (3*ai+3)*w]
-		for k, nd := range keep {
-			if bitset(eligible).has(k) && selects(ca.NodeSelectors, nd.Labels) {
-				a.nodes.set(k)
-			}
-		}
-		if len(ca.Peers) == 0 {
-			for pi := range peers {
-				a.peers = append(a.peers, int32(pi))
-			}
-		} else {
-			// Names of missing peers are ignored (config.Parse warns).
-			for _, name := range ca.Peers {
-				if pi, ok := peerIndex[name]; ok {
-					a.peers = append(a.peers, pi)
-				}
-			}
-			slices.Sort(a.peers)
-			a.peers = slices.Compact(a.peers)
-		}
-		a.peerMask = newBitset(len(peers))
-		for _, pi := range a.peers {
-			a.peerMask.set(int(pi))
-			p.addPeerNodes(&a.peerNodes, int(pi))
-			if a.localPref != 0 && !p.peers[pi].IBGP() {
-				prefIssues = append(prefIssues, BGPIssue{Reason: LocalPrefNotSent, Advertisement: a.name, Peer: p.peers[pi].Name})
-			}
-		}
-		for _, c := range ca.Communities {
-			if c.IsLarge {
-				a.large = append(a.large, c.Large)
-			} else {
-				a.std = append(a.std, c.Standard)
-			}
-		}
-		a.std, a.large = normStd(a.std), normLarge(a.large)
+		b.p.advs[ai] = b.newAdvertisement(ca, bits[rows*ai*w:rows*(ai+1)*w])
 		for _, name := range ca.Pools {
 			if pl, ok := poolIndex[name]; ok {
-				advsOf[pl] = append(advsOf[pl], int32(ai))
+				b.advsOf[pl] = append(b.advsOf[pl], int32(ai))
 			}
 		}
 	}
+}
 
-	if len(advs) == 0 {
-		// BGP is not in use: no address is skipped for want of it.
-		return p, nil, slices.Concat(idIssues, conflicts)
+// newAdvertisement makes the bgpAdv of ca, its node sets cut from bits
+// (five rows): the eligible nodes it selects (nodes), and per family the
+// nodes with a session to one of its peers that can carry the family
+// (peerNodes) and the selected ones among them (sends). A localPref that
+// reaches an eBGP peer is an issue (LocalPrefNotSent).
+func (b *bgpBuild) newAdvertisement(ca *config.BGPAdvertisement, bits []uint64) bgpAdv {
+	w := b.p.words
+	a := bgpAdv{
+		name:      ca.Name,
+		localPref: ca.LocalPref,
+		// config.Parse keeps the lengths in range; a hand-made Config must
+		// not make the planner panic.
+		len4:      min(max(ca.AggregationLength, 0), 32),
+		len6:      min(max(ca.AggregationLengthV6, 0), 128),
+		nodes:     row(bits, 0, w),
+		peerNodes: [2]bitset{row(bits, 1, w), row(bits, 2, w)},
+		sends:     [2]bitset{row(bits, 3, w), row(bits, 4, w)},
+		peers:     b.advPeers(ca),
+		peerMask:  newBitset(len(b.p.peers)),
 	}
+	for k, nd := range b.keep {
+		if b.eligible.has(k) && selects(ca.NodeSelectors, nd.Labels) {
+			a.nodes.set(k)
+		}
+	}
+	for _, pi := range a.peers {
+		a.peerMask.set(int(pi))
+		b.p.addPeerNodes(&a.peerNodes, int(pi))
+		if a.localPref != 0 && !b.p.peers[pi].IBGP() {
+			b.prefIssues = append(b.prefIssues, BGPIssue{Reason: LocalPrefNotSent, Advertisement: a.name, Peer: b.p.peers[pi].Name})
+		}
+	}
+	for fam := range a.sends {
+		copy(a.sends[fam], a.nodes)
+		a.sends[fam].and(a.peerNodes[fam])
+	}
+	for _, c := range ca.Communities {
+		if c.IsLarge {
+			a.large = append(a.large, c.Large)
+		} else {
+			a.std = append(a.std, c.Standard)
+		}
+	}
+	a.std, a.large = normStd(a.std), normLarge(a.large)
+	return a
+}
 
-	// Every address: its qualifying nodes, then its advertising nodes.
-	n := x.addrs.len()
-	qual := make([]uint64, 2*n*w)
-	qual, by := qual[:n*w:n*w], qual[n*w:]
-	for i := range n {
-		copy(qual[i*w:(i+1)*w], eligible)
-	}
-	scratch := make([]uint64, w)
-	last := int32(-1)
-	for _, h := range x.holds {
-		s := &in.Services[h.svc]
-		if !s.Local || len(s.EndpointNodes) == 0 {
-			continue
-		}
-		if h.svc != last {
-			last = h.svc
-			clear(scratch)
-			for _, e := range s.EndpointNodes {
-				if k, ok := index[e]; ok {
-					bitset(scratch).set(k)
-				}
-			}
-		}
-		row(qual, int(h.addr), w).and(scratch)
-	}
-	var skipped []BGPSkipped
-	p.addrs = make([]bgpAddr, 0, n)
-	pool := x.poolOf
-	sel := make([]uint64, w)
-	for i := range n {
-		q, b := qual[i*w:(i+1)*w:(i+1)*w], by[i*w:(i+1)*w:(i+1)*w]
-		pl := int(pool[i])
-		reason := Reason("")
-		switch {
-		case pl < 0:
-			reason = NotInPool
-		case len(advsOf[pl]) == 0:
-			reason = NoBGPAdvertisement
-		case len(x.wantOf[i]) == 0:
-			reason = NoEndpoints
-		default:
-			clear(sel)
-			fam := familyOf(x.addrs.addr(i))
-			for _, ai := range advsOf[pl] {
-				a := &p.advs[ai]
-				for j := range w {
-					sel[j] |= q[j] & a.nodes[j]
-					b[j] |= q[j] & a.nodes[j] & a.peerNodes[fam][j]
-				}
-			}
-			switch {
-			case bitset(sel).empty():
-				reason = NoEligibleNode
-			case bitset(b).empty():
-				reason = NoBGPPeer
-			}
-		}
-		if reason != "" {
-			clear(b)
-			skipped = append(skipped, BGPSkipped{x.addrs.addr(i), x.allOf[i], reason})
-			continue
-		}
-		a := x.addrs.addr(i)
-		p.addrs = append(p.addrs, bgpAddr{a, hostKey(a), x.wantOf[i], advsOf[pl], q, b})
-	}
-
-	// Aggregates advertised by nodes without an endpoint of a Local
-	// Service inside them. An advertisement's prefixes of one length are
-	// runs of consecutive addresses.
-	u := make([]uint64, w)
-	var isLocal map[string]bool
-	localOnly := func(keys []string) []string {
-		if isLocal == nil {
-			isLocal = map[string]bool{}
-			for i := range in.Services {
-				if in.Services[i].Local && len(in.Services[i].EndpointNodes) > 0 {
-					isLocal[in.Services[i].Key] = true
-				}
-			}
-		}
-		var out []string
-		for _, k := range keys {
-			if isLocal[k] {
-				out = append(out, k)
-			}
+// advPeers returns the indexes of the peers ca sends to, ascending: those
+// it names (names of missing peers are ignored; config.Parse warns), or
+// every peer when it names none.
+func (b *bgpBuild) advPeers(ca *config.BGPAdvertisement) []int32 {
+	var out []int32
+	if len(ca.Peers) == 0 {
+		for pi := range b.p.peers {
+			out = append(out, int32(pi))
 		}
 		return out
 	}
-	covers := make([]bool, len(cfg.Pools))
-	for ai := range p.advs {
-		a := &p.advs[ai]
+	for _, name := range ca.Peers {
+		if pi, ok := b.peerIndex[name]; ok {
+			out = append(out, pi)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// qualify sets row i of qual to the nodes address i qualifies on: the
+// eligible nodes with, for each Local Service with endpoints holding it,
+// one of its endpoints.
+func (b *bgpBuild) qualify() {
+	n, w := b.x.addrs.len(), b.p.words
+	rows := make([]uint64, 2*n*w)
+	b.qual, b.by = rows[:n*w:n*w], rows[n*w:]
+	for i := range n {
+		copy(row(b.qual, i, w), b.eligible)
+	}
+	endpoints := make(bitset, w)
+	last := int32(-1)
+	for _, h := range b.x.holds {
+		s := &b.in.Services[h.svc]
+		if !s.Local || len(s.EndpointNodes) == 0 {
+			continue
+		}
+		if h.svc != last { // holds are in Service order
+			last = h.svc
+			endpoints.setNamed(b.index, s.EndpointNodes)
+		}
+		row(b.qual, int(h.addr), w).and(endpoints)
+	}
+}
+
+// advertise lists the addresses that nodes advertise in p.addrs, each
+// with its row of by (advertisers), and returns the others, skipped.
+func (b *bgpBuild) advertise() []BGPSkipped {
+	var skipped []BGPSkipped
+	n, w := b.x.addrs.len(), b.p.words
+	b.p.addrs = make([]bgpAddr, 0, n)
+	for i := range n {
+		q, by := row(b.qual, i, w), row(b.by, i, w)
+		if reason := b.advertisers(i, q, by); reason != "" {
+			by.clear()
+			skipped = append(skipped, BGPSkipped{b.x.addrs.addr(i), b.x.allOf[i], reason})
+			continue
+		}
+		a, pl := b.x.addrs.addr(i), b.x.poolOf[i]
+		b.p.addrs = append(b.p.addrs, bgpAddr{a, hostKey(a), b.x.wantOf[i], b.advsOf[pl], q, by})
+	}
+	return skipped
+}
+
+// advertisers adds to by the nodes that advertise address i, whose
+// qualifying nodes are q: under each advertisement of its pool, the nodes
+// it qualifies on that the advertisement selects and sends from (sends).
+// When there is none it returns the reason, the first in the order of
+// BGPSkipped's reasons.
+func (b *bgpBuild) advertisers(i int, q, by bitset) Reason {
+	pl := b.x.poolOf[i]
+	switch {
+	case pl < 0:
+		return NotInPool
+	case len(b.advsOf[pl]) == 0:
+		return NoBGPAdvertisement
+	case len(b.x.wantOf[i]) == 0:
+		return NoEndpoints
+	}
+	fam := familyOf(b.x.addrs.addr(i))
+	selected := false
+	for _, ai := range b.advsOf[pl] {
+		a := &b.p.advs[ai]
+		selected = selected || q.intersects(a.nodes)
+		by.orAnd(q, a.sends[fam])
+	}
+	switch {
+	case !selected:
+		return NoEligibleNode
+	case by.empty():
+		return NoBGPPeer
+	}
+	return ""
+}
+
+// localAggregated returns the LocalAggregated issues, by advertisement
+// and address: the addresses with endpoints inside an aggregate that a
+// node advertises without qualifying for them. An advertisement's
+// prefixes of one length are runs of consecutive addresses (see
+// unqualified).
+func (b *bgpBuild) localAggregated() []BGPIssue {
+	var issues []BGPIssue
+	covers := make([]bool, len(b.cfg.Pools))
+	u := make(bitset, b.p.words)
+	var run []int
+	for ai := range b.p.advs {
+		a := &b.p.advs[ai]
 		if a.len4 == 32 && a.len6 == 128 {
 			continue
 		}
-		for pl := range cfg.Pools {
-			covers[pl] = slices.Contains(advsOf[pl], int32(ai))
-		}
-		var run []int
-		flush := func() {
-			clear(u)
-			for _, i := range run {
-				fam := familyOf(x.addrs.addr(i))
-				for j := range w {
-					u[j] |= qual[i*w+j] & a.nodes[j] & a.peerNodes[fam][j]
-				}
-			}
-			for _, i := range run {
-				q := qual[i*w : (i+1)*w]
-				bad := false
-				for j := range w {
-					bad = bad || u[j]&^q[j] != 0
-				}
-				if bad {
-					pfx := aggregate(x.addrs.addr(i), a)
-					aggIssues = append(aggIssues, BGPIssue{Reason: LocalAggregated, Advertisement: a.name,
-						Prefix: pfx, Addr: x.addrs.addr(i), Services: localOnly(x.wantOf[i])})
-				}
-			}
-			run = run[:0]
+		for pl := range covers {
+			covers[pl] = slices.Contains(b.advsOf[pl], int32(ai))
 		}
 		var cur netip.Prefix
-		for i := range n {
-			if pool[i] < 0 || len(x.wantOf[i]) == 0 || !covers[pool[i]] {
+		run = run[:0]
+		for i := range b.x.addrs.len() {
+			if pl := b.x.poolOf[i]; pl < 0 || len(b.x.wantOf[i]) == 0 || !covers[pl] {
 				continue
 			}
-			pfx := aggregate(x.addrs.addr(i), a)
+			pfx := aggregate(b.x.addrs.addr(i), a)
 			if pfx.Bits() == pfx.Addr().BitLen() {
 				continue
 			}
 			if pfx != cur {
-				flush()
-				cur = pfx
+				issues = b.unqualified(issues, a, run, u)
+				run, cur = run[:0], pfx
 			}
 			run = append(run, i)
 		}
-		flush()
+		issues = b.unqualified(issues, a, run, u)
 	}
-	return p, skipped, slices.Concat(aggIssues, prefIssues, idIssues, conflicts)
+	return issues
+}
+
+// unqualified appends to issues one LocalAggregated issue for each
+// address of run, the addresses inside one aggregate of a, that does not
+// qualify on every node advertising the aggregate under a. u is scratch.
+func (b *bgpBuild) unqualified(issues []BGPIssue, a *bgpAdv, run []int, u bitset) []BGPIssue {
+	w := b.p.words
+	u.clear()
+	for _, i := range run {
+		u.orAnd(row(b.qual, i, w), a.sends[familyOf(b.x.addrs.addr(i))])
+	}
+	for _, i := range run {
+		if u.subsetOf(row(b.qual, i, w)) {
+			continue
+		}
+		addr := b.x.addrs.addr(i)
+		issues = append(issues, BGPIssue{Reason: LocalAggregated, Advertisement: a.name,
+			Prefix: aggregate(addr, a), Addr: addr, Services: b.localKeys(b.x.wantOf[i])})
+	}
+	return issues
+}
+
+// localKeys returns the keys among keys of Local Services with endpoints.
+func (b *bgpBuild) localKeys(keys []string) []string {
+	if b.isLocal == nil {
+		b.isLocal = map[string]bool{}
+		for i := range b.in.Services {
+			if b.in.Services[i].Local && len(b.in.Services[i].EndpointNodes) > 0 {
+				b.isLocal[b.in.Services[i].Key] = true
+			}
+		}
+	}
+	var out []string
+	for _, k := range keys {
+		if b.isLocal[k] {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // prefixKey is a prefix as integers, ordered as cmpPrefix orders
@@ -830,7 +925,7 @@ func (p *bgpPlan) oneRouterID() []BGPIssue {
 	for k := range p.nodes {
 		var id netip.Addr
 		for pi := range p.peers {
-			bs := bitset(p.sessions[pi*w : (pi+1)*w])
+			bs := row(p.sessions, pi, w)
 			if !bs.has(k) {
 				continue
 			}
@@ -855,7 +950,7 @@ func (p *bgpPlan) oneRouterID() []BGPIssue {
 // peer pi that can carry a route of the family (see bgpAdv.peerNodes).
 func (p *bgpPlan) addPeerNodes(peerNodes *[2]bitset, pi int) {
 	w := p.words
-	sess := bitset(p.sessions[pi*w : (pi+1)*w])
+	sess := row(p.sessions, pi, w)
 	own := familyOf(p.peers[pi].PeerAddress)
 	peerNodes[own].or(sess)
 	other := 1 - own

@@ -35,6 +35,33 @@ func (b bitset) and(o bitset) {
 	}
 }
 
+// orAnd adds to b the members common to x and y (all of one width).
+func (b bitset) orAnd(x, y bitset) {
+	for i := range b {
+		b[i] |= x[i] & y[i]
+	}
+}
+
+// intersects reports whether b and o (of the same width) share a member.
+func (b bitset) intersects(o bitset) bool {
+	for i := range b {
+		if b[i]&o[i] != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// subsetOf reports whether every member of b is in o (of the same width).
+func (b bitset) subsetOf(o bitset) bool {
+	for i := range b {
+		if b[i]&^o[i] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // setNamed makes b the set of the indexes that index gives to names;
 // names index does not know are ignored.
 func (b bitset) setNamed(index map[string]int, names []string) {
