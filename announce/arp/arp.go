@@ -10,7 +10,6 @@
 package arp
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -135,11 +134,15 @@ func (p proto) Open(h *l2.Host, ifi l2.Iface) (l2.Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &link{c: c, ifi: ifi, log: p.log.With("interface", ifi.Name)}, nil
+	return newLink(c, ifi, p.log), nil
+}
+
+func newLink(c conn, ifi l2.Iface, log *slog.Logger) *link {
+	return &link{c: c, ifi: ifi, log: log.With("interface", ifi.Name)}
 }
 
 type link struct {
-	c   *packetConn
+	c   conn
 	ifi l2.Iface
 	log *slog.Logger
 
@@ -175,39 +178,19 @@ func (l *link) Serve(owned *l2.Owned, c *l2.Counters) error {
 			}
 			return err
 		}
-		switch pkttype {
-		case unix.PACKET_HOST, unix.PACKET_BROADCAST, unix.PACKET_MULTICAST:
-		default:
-			continue // our own frames, or frames for another host
-		}
-		req, err := parseRequest(buf[:n])
-		if err == errNotRequest {
-			continue
-		}
-		if err != nil {
+		switch d := decide(buf[:n], pkttype, l.ifi.MAC, owned.Has); d.outcome {
+		case malformed:
 			c.Malformed.Add(1)
-			l.log.Debug("dropped malformed ARP frame", "error", err)
-			continue
+			l.log.Debug("dropped malformed ARP frame", "error", d.err)
+		case claim:
+			l.claimed(d.req)
+		case answer:
+			if err := l.c.write(d.reply); err != nil {
+				l.log.Debug("sending ARP reply", "to", d.req.SenderHW, "error", err)
+				continue
+			}
+			c.Answered.Add(1)
 		}
-		if bytes.Equal(req.EthSrc, l.ifi.MAC) || bytes.Equal(req.SenderHW, l.ifi.MAC) {
-			continue // the node's own frame
-		}
-		if !owned.Has(req.Target) {
-			continue
-		}
-		if req.SenderIP == req.Target {
-			// Someone else announces an address we own: report, don't answer.
-			l.claimed(req)
-			continue
-		}
-		if req.EthDst[0]&1 == 0 && !bytes.Equal(req.EthDst, l.ifi.MAC) {
-			continue
-		}
-		if err := l.c.write(reply(req, l.ifi.MAC)); err != nil {
-			l.log.Debug("sending ARP reply", "to", req.SenderHW, "error", err)
-			continue
-		}
-		c.Answered.Add(1)
 	}
 }
 

@@ -10,6 +10,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// conn is what a link needs of its socket: read one frame with its packet
+// type, write one, close (then read returns an error isClosed reports).
+// packetConn is the real one; tests run Serve over an in-memory one.
+type conn interface {
+	read(b []byte) (n int, pkttype uint8, err error)
+	write(frame []byte) error
+	close() error
+}
+
+var _ conn = (*packetConn)(nil)
+
 // packetConn is an AF_PACKET socket receiving the ARP frames of one
 // interface, in the Go runtime poller (so Close unblocks a reader). It needs
 // no IP address on the interface.
