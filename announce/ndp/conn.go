@@ -12,6 +12,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// conn is what a link needs of its socket: read one message with what the
+// kernel says of it, write one to an address, join or leave a multicast
+// group, close (then read returns an error isClosed reports). icmpConn is
+// the real one; tests run Serve over an in-memory one.
+type conn interface {
+	read(b []byte) (int, packetInfo, error)
+	write(b []byte, dst netip.Addr) error
+	group(g netip.Addr, join bool) error
+	close() error
+}
+
+var _ conn = (*icmpConn)(nil)
+
 // icmpConn is a raw ICMPv6 socket for one interface, bound to the
 // unspecified address :: (not to the link-local address), so that it gets
 // both the multicast solicitations sent to solicited-node groups and the
@@ -24,6 +37,9 @@ type icmpConn struct {
 	closed  atomic.Bool
 }
 
+// packetInfo is what the kernel says of a received message: its IPv6
+// source and destination, hop limit (-1 if not reported) and arrival
+// interface (0 if not reported).
 type packetInfo struct {
 	src, dst netip.Addr
 	hopLimit int

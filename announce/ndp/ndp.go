@@ -12,7 +12,6 @@
 package ndp
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -142,11 +141,15 @@ func (p proto) Open(h *l2.Host, ifi l2.Iface) (l2.Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &link{c: c, ifi: ifi, log: p.log.With("interface", ifi.Name), groups: map[netip.Addr]bool{}}, nil
+	return newLink(c, ifi, p.log), nil
+}
+
+func newLink(c conn, ifi l2.Iface, log *slog.Logger) *link {
+	return &link{c: c, ifi: ifi, log: log.With("interface", ifi.Name), groups: map[netip.Addr]bool{}}
 }
 
 type link struct {
-	c      *icmpConn
+	c      conn
 	ifi    l2.Iface
 	log    *slog.Logger
 	groups map[netip.Addr]bool // joined solicited-node groups (engine lock)
@@ -197,37 +200,16 @@ func (l *link) Serve(owned *l2.Owned, c *l2.Counters) error {
 			}
 			return err
 		}
-		if pi.ifindex != 0 && pi.ifindex != l.ifi.Index {
-			continue
-		}
-		s, err := parseNS(buf[:n])
-		if err == errNotNS {
-			continue
-		}
-		if err == nil {
-			err = checkNS(s, pi.src, pi.dst, pi.hopLimit)
-		}
-		if err != nil {
+		switch d := decide(buf[:n], pi, l.ifi.Index, l.ifi.MAC, owned.Has); d.outcome {
+		case invalid:
 			c.Malformed.Add(1)
-			l.log.Debug("dropped invalid solicitation", "from", pi.src, "error", err)
-			continue
+			l.log.Debug("dropped invalid solicitation", "from", pi.src, "error", d.err)
+		case answer:
+			if err := l.c.write(d.reply, d.to); err != nil {
+				l.log.Debug("sending advertisement", "to", d.to, "error", err)
+				continue
+			}
+			c.Answered.Add(1)
 		}
-		if bytes.Equal(s.SourceLL, l.ifi.MAC) {
-			continue // the node's own
-		}
-		if !owned.Has(s.Target) {
-			continue
-		}
-		dst, solicited := pi.src, true
-		if pi.src.IsUnspecified() {
-			// Duplicate address detection for an address we own: tell
-			// everyone (RFC 4861 7.2.4).
-			dst, solicited = allNodes, false
-		}
-		if err := l.c.write(marshalNA(s.Target, l.ifi.MAC, solicited), dst); err != nil {
-			l.log.Debug("sending advertisement", "to", dst, "error", err)
-			continue
-		}
-		c.Answered.Add(1)
 	}
 }
