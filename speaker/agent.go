@@ -70,7 +70,6 @@ type Agent struct {
 
 	// loop state
 	keyWarned bool
-	applied   map[netip.Addr][]string
 	arrivals  uint64 // memberlist arrivals seen by the last sync
 	// bgpApplied is the BGP state last applied; bgpProblems what was left
 	// out of it (logged once per change).

@@ -23,7 +23,9 @@ type Announcer interface {
 	// families) mapped to the interfaces to answer on; nil interfaces
 	// means the node's default eligible set, which the announcer keeps
 	// current: when it changes, the addresses on it move with it without
-	// another SetL2.
+	// another SetL2. The announcer keeps the set (the agent does not): an
+	// unchanged set costs only a read of the interfaces, and it logs the
+	// changes.
 	SetL2(desired map[netip.Addr][]string) error
 	// Reannounce sends a new round of gratuitous announcements for every
 	// address answered now.

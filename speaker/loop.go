@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -168,14 +166,12 @@ func (a *Agent) sync(ctx context.Context) error {
 	for _, l := range want.L2 {
 		desired[l.Addr] = l.Interfaces
 	}
-	if a.applied == nil || !maps.EqualFunc(desired, a.applied, slices.Equal) {
-		a.logChanges(a.applied, desired)
-		if err := a.ann.SetL2(desired); err != nil {
-			// Set is idempotent and applies every valid entry; what it
-			// rejects would be rejected again.
-			a.log.Warn("announcer rejected part of the plan", "error", err)
-		}
-		a.applied = desired
+	// The announcer keeps the set, skips it when unchanged and logs the
+	// changes.
+	if err := a.ann.SetL2(desired); err != nil {
+		// Set is idempotent and applies every valid entry; what it
+		// rejects would be rejected again.
+		a.log.Warn("announcer rejected part of the plan", "error", err)
 	}
 	// A speaker that arrived in this speaker's view may have announced
 	// some of these addresses while it could not see us (a partition, or
@@ -213,26 +209,4 @@ func (a *Agent) sync(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-func (a *Agent) logChanges(old, now map[netip.Addr][]string) {
-	for ad, ifs := range now {
-		if prev, ok := old[ad]; !ok {
-			a.log.Info("announcing", "address", ad.String(), "interfaces", ifaceLog(ifs))
-		} else if !slices.Equal(prev, ifs) {
-			a.log.Info("announcing on other interfaces", "address", ad.String(), "interfaces", ifaceLog(ifs))
-		}
-	}
-	for ad := range old {
-		if _, ok := now[ad]; !ok {
-			a.log.Info("no longer announcing", "address", ad.String())
-		}
-	}
-}
-
-func ifaceLog(ifs []string) any {
-	if ifs == nil {
-		return "all eligible"
-	}
-	return ifs
 }

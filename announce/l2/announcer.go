@@ -45,6 +45,7 @@ type Announcer struct {
 	mu      sync.Mutex
 	closed  bool
 	desired map[netip.Addr][]string // the last Set, as given
+	given   bool                    // Set was called
 	def     defaultSet
 }
 
@@ -169,20 +170,53 @@ func (a *Announcer) applyLocked() error {
 // set, which is read again at each call too (a missed link event is caught
 // here) and followed afterwards: when it changes, the addresses on it move
 // with it without another Set. Interfaces named explicitly are used as
-// named, even when they match an exclude pattern.
+// named, even when they match an exclude pattern. The announcer keeps the
+// set it was given: a Set equal to the last one only reads the default set
+// again, and each change is logged (announcing, on other interfaces, no
+// longer announcing).
 func (a *Announcer) Set(desired map[netip.Addr][]string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
 		return errors.New("announcer closed")
 	}
-	a.desired = maps.Clone(desired)
+	same := a.given && maps.EqualFunc(desired, a.desired, slices.Equal)
+	if !same {
+		logChanges(a.log, a.desired, desired)
+		a.desired, a.given = maps.Clone(desired), true
+	}
 	// On a failed read the last default set read stays in use.
-	_, rerr := a.readLocked()
+	step, rerr := a.readLocked()
 	if rerr != nil {
 		rerr = fmt.Errorf("reading the interfaces (the last set read stays in use): %w", rerr)
 	}
+	if same && !step.reapply {
+		return rerr
+	}
 	return errors.Join(rerr, a.applyLocked())
+}
+
+func logChanges(log *slog.Logger, old, now map[netip.Addr][]string) {
+	for _, ad := range slices.SortedFunc(maps.Keys(now), netip.Addr.Compare) {
+		ifs := now[ad]
+		if prev, ok := old[ad]; !ok {
+			log.Info("announcing", "address", ad.String(), "interfaces", ifaceLog(ifs))
+		} else if !slices.Equal(prev, ifs) {
+			log.Info("announcing on other interfaces", "address", ad.String(), "interfaces", ifaceLog(ifs))
+		}
+	}
+	for _, ad := range slices.SortedFunc(maps.Keys(old), netip.Addr.Compare) {
+		if _, ok := now[ad]; !ok {
+			log.Info("no longer announcing", "address", ad.String())
+		}
+	}
+}
+
+func ifaceLog(ifs []string) any {
+	if ifs == nil {
+		return "all eligible"
+	}
+	return ifs
 }
 
 // Reannounce sends a new round of gratuitous announcements for every

@@ -1,8 +1,10 @@
 package l2
 
 import (
+	"log/slog"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -88,5 +90,28 @@ func TestResolve(t *testing.T) {
 	v4[a4][0] = "x"
 	if def[0] != "eth1" || v4[b4][0] != "eth1" {
 		t.Errorf("resolve shares the default set: def %q, %v", def, v4)
+	}
+}
+
+// TestLogChanges: one line per address gained, moved or lost, in address
+// order; nothing for an unchanged one.
+func TestLogChanges(t *testing.T) {
+	a, b, c := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("2001:db8::1")
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, at slog.Attr) slog.Attr {
+		if at.Key == slog.TimeKey || at.Key == slog.LevelKey {
+			return slog.Attr{}
+		}
+		return at
+	}}))
+	logChanges(log,
+		map[netip.Addr][]string{a: nil, b: {"eth0"}, c: {"eth1"}},
+		map[netip.Addr][]string{a: nil, b: {"eth1"}, netip.MustParseAddr("192.0.2.0"): nil})
+	want := `msg=announcing address=192.0.2.0 interfaces="all eligible"
+msg="announcing on other interfaces" address=192.0.2.2 interfaces=[eth1]
+msg="no longer announcing" address=2001:db8::1
+`
+	if buf.String() != want {
+		t.Fatalf("logged:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }
