@@ -714,7 +714,8 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 	return d
 }
 
-// expand expands node's BGP part of the plan.
+// expand expands node's BGP part of the plan: its sessions (sessionsOf),
+// then its routes (contributions, routes).
 func (p *bgpPlan) expand(node string) BGPDesired {
 	var d BGPDesired
 	if p == nil {
@@ -724,10 +725,21 @@ func (p *bgpPlan) expand(node string) BGPDesired {
 	if !ok {
 		return d
 	}
-	w := p.words
 	up := newBitset(len(p.peers))
+	d.Sessions = p.sessionsOf(k, up)
+	if len(d.Sessions) == 0 {
+		return d
+	}
+	d.Routes = p.routes(p.contributions(k, up), up, len(d.Sessions))
+	return d
+}
+
+// sessionsOf returns node k's sessions, resolved for it (its router ID
+// unless the peer sets one, its next hops), and adds their peers to up.
+func (p *bgpPlan) sessionsOf(k int, up bitset) []BGPSession {
+	var out []BGPSession
 	for pi, s := range p.peers {
-		if !bitset(p.sessions[pi*w : (pi+1)*w]).has(k) {
+		if !row(p.sessions, pi, p.words).has(k) {
 			continue
 		}
 		up.set(pi)
@@ -735,29 +747,28 @@ func (p *bgpPlan) expand(node string) BGPDesired {
 			s.RouterID = p.routerID[k]
 		}
 		s.NextHopV4, s.NextHopV6 = p.routerID[k], p.first6[k]
-		d.Sessions = append(d.Sessions, s)
+		out = append(out, s)
 	}
-	if len(d.Sessions) == 0 {
-		return d
-	}
-	// The advertisements that apply here: they select the node and send
-	// to one of its peers.
+	return out
+}
+
+// contrib says that a node advertises prefix under advertisement adv
+// because of address addr (indices into bgpPlan.advs and bgpPlan.addrs).
+type contrib struct {
+	prefix    prefixKey
+	adv, addr int32
+}
+
+// contributions returns node k's contributions, sorted by prefix,
+// advertisement and address: one per address the node advertises and
+// advertisement of the address's pool that applies on the node (selects
+// it and sends to one of its peers, up). The address qualifies on the
+// node, as by implies qual.
+func (p *bgpPlan) contributions(k int, up bitset) []contrib {
 	live := make([]bool, len(p.advs))
 	for ai := range p.advs {
 		a := &p.advs[ai]
-		if !a.nodes.has(k) {
-			continue
-		}
-		for j := range up {
-			live[ai] = live[ai] || a.peerMask[j]&up[j] != 0
-		}
-	}
-
-	// One contribution per (address, advertisement): the address
-	// qualifies here (by implies qual) and the advertisement applies.
-	type contrib struct {
-		prefix    prefixKey
-		adv, addr int32
+		live[ai] = a.nodes.has(k) && a.peerMask.intersects(up)
 	}
 	cs := make([]contrib, 0, len(p.addrs))
 	for i := range p.addrs {
@@ -774,131 +785,185 @@ func (p *bgpPlan) expand(node string) BGPDesired {
 	slices.SortFunc(cs, func(a, b contrib) int {
 		return cmp.Or(a.prefix.compare(b.prefix), cmp.Compare(a.adv, b.adv), cmp.Compare(a.addr, b.addr))
 	})
+	return cs
+}
 
-	// Per prefix: each peer gets the advertisements of the prefix that
-	// send to it; peers whose merged attributes are equal share a route.
-	type group struct {
-		set  []int32 // advertisements, ascending
-		ibgp bool
-		// root is the group whose route this group's peers join (itself
-		// unless an earlier group has equal attributes).
-		root  int
-		route BGPRoute
-	}
-	var (
-		groups  []group
-		assign  []int32 // per peer of the prefix, in peer order: its group
-		apeer   []int32 // those peers
-		advIdx  []int32 // the run's advertisements
-		bounds  []int   // advIdx[j]'s addresses are run[bounds[j]:bounds[j+1]]
-		setBuf  []int32
-		addrBuf []int32
-		key     []byte
-		cache   = map[string]*BGPRoute{} // merged attributes by (set, ibgp)
-	)
+// routes makes a node's routes from its contributions cs (sorted), one
+// prefix at a time (routeBuilder.addPrefix); up are the peers of its
+// sessions, of which it has nsessions.
+func (p *bgpPlan) routes(cs []contrib, up bitset, nsessions int) []BGPRoute {
 	prefixes := 0
 	for j := range cs {
 		if j == 0 || cs[j].prefix != cs[j-1].prefix {
 			prefixes++
 		}
 	}
-	// Commonly one route per prefix for iBGP peers and one for eBGP ones.
-	d.Routes = make([]BGPRoute, 0, prefixes*min(len(d.Sessions), 2))
-	peerBuf := make([]string, 0, prefixes*len(d.Sessions))
+	rb := routeBuilder{
+		p:     p,
+		up:    up,
+		cache: map[string]*BGPRoute{},
+		// Commonly one route per prefix for iBGP peers and one for eBGP
+		// ones.
+		routes:  make([]BGPRoute, 0, prefixes*min(nsessions, 2)),
+		peerBuf: make([]string, 0, prefixes*nsessions),
+	}
 	for lo := 0; lo < len(cs); {
 		hi := lo + 1
 		for hi < len(cs) && cs[hi].prefix == cs[lo].prefix {
 			hi++
 		}
-		run := cs[lo:hi]
+		rb.addPrefix(cs[lo:hi])
 		lo = hi
-		advIdx, bounds = advIdx[:0], bounds[:0]
-		for j := range run {
-			if j == 0 || run[j].adv != run[j-1].adv {
-				advIdx = append(advIdx, run[j].adv)
-				bounds = append(bounds, j)
-			}
-		}
-		bounds = append(bounds, len(run))
+	}
+	return rb.routes
+}
 
-		groups, setBuf, assign, apeer = groups[:0], setBuf[:0], assign[:0], apeer[:0]
-		for wi, word := range up {
-			for word != 0 {
-				pi := int32(wi*64 + bits.TrailingZeros64(word))
-				word &= word - 1
-				s0 := len(setBuf)
-				for _, ai := range advIdx {
-					if p.advs[ai].peerMask.has(int(pi)) {
-						setBuf = append(setBuf, ai)
-					}
-				}
-				if len(setBuf) == s0 {
-					continue
-				}
-				set, ibgp := setBuf[s0:len(setBuf):len(setBuf)], p.peers[pi].IBGP()
-				g := slices.IndexFunc(groups, func(g group) bool { return g.ibgp == ibgp && slices.Equal(g.set, set) })
-				if g < 0 {
-					g = len(groups)
-					groups = append(groups, group{set: set, ibgp: ibgp, root: g})
-				} else {
-					setBuf = setBuf[:s0]
-				}
-				assign, apeer = append(assign, int32(g)), append(apeer, pi)
-			}
-		}
+// routeBuilder makes a node's routes. Its buffers are reused from one
+// prefix to the next; the routes' peer lists share peerBuf.
+type routeBuilder struct {
+	p  *bgpPlan
+	up bitset // the node's peers
+	// The prefix's advertisements, ascending; advIdx[j]'s contributions
+	// are run[bounds[j]:bounds[j+1]] (splitAdvs).
+	advIdx []int32
+	bounds []int
+	// groups of the prefix's peers; apeer are those peers, ascending, and
+	// assign their groups (groupPeers). The groups' sets are cut from
+	// setBuf.
+	groups []routeGroup
+	apeer  []int32
+	assign []int32
+	setBuf []int32
+	// addrBuf and key are scratch for resolveGroup and attributes.
+	addrBuf []int32
+	key     []byte
+	cache   map[string]*BGPRoute // merged attributes by (set, ibgp)
+	peerBuf []string
+	routes  []BGPRoute
+}
 
-		// Attributes of each group; a group equal to an earlier one joins
-		// it.
-		for g := range groups {
-			gr := &groups[g]
-			key = key[:0]
-			for _, ai := range gr.set {
-				key = append(key, byte(ai>>24), byte(ai>>16), byte(ai>>8), byte(ai))
-			}
-			if gr.ibgp {
-				key = append(key, 1)
-			}
-			attrs := cache[string(key)]
-			if attrs == nil {
-				attrs = p.attributes(gr.set, gr.ibgp)
-				cache[string(key)] = attrs
-			}
-			gr.route = *attrs
-			gr.route.Prefix = aggregate(p.addrs[run[0].addr].addr, &p.advs[run[0].adv])
-			addrBuf = addrBuf[:0]
-			for j, ai := range advIdx {
-				if slices.Contains(gr.set, ai) {
-					for _, c := range run[bounds[j]:bounds[j+1]] {
-						addrBuf = append(addrBuf, c.addr)
-					}
-				}
-			}
-			gr.route.Services = p.services(addrBuf)
-			for h := range g {
-				if groups[h].root == h && sameAttributes(&groups[h].route, &gr.route) {
-					gr.root = h
-					break
-				}
-			}
-		}
-		// One route per root group, in the order of their first peers;
-		// the peers come in ascending order.
-		for g := range groups {
-			if groups[g].root != g {
-				continue
-			}
-			p0 := len(peerBuf)
-			for j, a := range assign {
-				if groups[a].root == g {
-					peerBuf = append(peerBuf, p.peers[apeer[j]].Name)
-				}
-			}
-			r := groups[g].route
-			r.Peers = peerBuf[p0:len(peerBuf):len(peerBuf)]
-			d.Routes = append(d.Routes, r)
+// routeGroup is the peers of a node that get one prefix from the same
+// advertisements and are of one kind (iBGP or eBGP).
+type routeGroup struct {
+	set  []int32 // advertisements, ascending
+	ibgp bool
+	// root is the group whose route this group's peers join (itself
+	// unless an earlier group has equal attributes).
+	root  int
+	route BGPRoute
+}
+
+// addPrefix adds the routes of one prefix, run being its contributions:
+// each peer gets the advertisements of the prefix that send to it, and
+// peers whose merged attributes are equal share a route.
+func (rb *routeBuilder) addPrefix(run []contrib) {
+	rb.splitAdvs(run)
+	rb.groupPeers()
+	for g := range rb.groups {
+		rb.resolveGroup(g, run)
+	}
+	rb.emit()
+}
+
+// splitAdvs lists the advertisements of run (advIdx) and where the
+// contributions of each begin (bounds).
+func (rb *routeBuilder) splitAdvs(run []contrib) {
+	rb.advIdx, rb.bounds = rb.advIdx[:0], rb.bounds[:0]
+	for j := range run {
+		if j == 0 || run[j].adv != run[j-1].adv {
+			rb.advIdx = append(rb.advIdx, run[j].adv)
+			rb.bounds = append(rb.bounds, j)
 		}
 	}
-	return d
+	rb.bounds = append(rb.bounds, len(run))
+}
+
+// groupPeers puts each of the node's peers that one of the prefix's
+// advertisements sends to in the group of those advertisements and of its
+// kind, a group being made at its first peer.
+func (rb *routeBuilder) groupPeers() {
+	rb.groups, rb.setBuf, rb.assign, rb.apeer = rb.groups[:0], rb.setBuf[:0], rb.assign[:0], rb.apeer[:0]
+	for pi := rb.up.next(0); pi >= 0; pi = rb.up.next(pi + 1) {
+		s0 := len(rb.setBuf)
+		for _, ai := range rb.advIdx {
+			if rb.p.advs[ai].peerMask.has(pi) {
+				rb.setBuf = append(rb.setBuf, ai)
+			}
+		}
+		if len(rb.setBuf) == s0 {
+			continue
+		}
+		set, ibgp := rb.setBuf[s0:len(rb.setBuf):len(rb.setBuf)], rb.p.peers[pi].IBGP()
+		g := slices.IndexFunc(rb.groups, func(g routeGroup) bool { return g.ibgp == ibgp && slices.Equal(g.set, set) })
+		if g < 0 {
+			g = len(rb.groups)
+			rb.groups = append(rb.groups, routeGroup{set: set, ibgp: ibgp, root: g})
+		} else {
+			rb.setBuf = rb.setBuf[:s0]
+		}
+		rb.assign, rb.apeer = append(rb.assign, int32(g)), append(rb.apeer, int32(pi))
+	}
+}
+
+// resolveGroup gives group g its route: the merged attributes of its
+// advertisements, the prefix, and the Services of the addresses its
+// advertisements contribute; the group joins the first earlier root group
+// whose route is equal.
+func (rb *routeBuilder) resolveGroup(g int, run []contrib) {
+	gr := &rb.groups[g]
+	gr.route = *rb.attributes(gr.set, gr.ibgp)
+	gr.route.Prefix = aggregate(rb.p.addrs[run[0].addr].addr, &rb.p.advs[run[0].adv])
+	rb.addrBuf = rb.addrBuf[:0]
+	for j, ai := range rb.advIdx {
+		if slices.Contains(gr.set, ai) {
+			for _, c := range run[rb.bounds[j]:rb.bounds[j+1]] {
+				rb.addrBuf = append(rb.addrBuf, c.addr)
+			}
+		}
+	}
+	gr.route.Services = rb.p.services(rb.addrBuf)
+	for h := range g {
+		if rb.groups[h].root == h && sameAttributes(&rb.groups[h].route, &gr.route) {
+			gr.root = h
+			break
+		}
+	}
+}
+
+// attributes returns bgpPlan.attributes(set, ibgp), cached.
+func (rb *routeBuilder) attributes(set []int32, ibgp bool) *BGPRoute {
+	rb.key = rb.key[:0]
+	for _, ai := range set {
+		rb.key = append(rb.key, byte(ai>>24), byte(ai>>16), byte(ai>>8), byte(ai))
+	}
+	if ibgp {
+		rb.key = append(rb.key, 1)
+	}
+	attrs := rb.cache[string(rb.key)]
+	if attrs == nil {
+		attrs = rb.p.attributes(set, ibgp)
+		rb.cache[string(rb.key)] = attrs
+	}
+	return attrs
+}
+
+// emit adds one route per root group, in the order of their first peers,
+// to the peers of the groups that join it, in ascending order.
+func (rb *routeBuilder) emit() {
+	for g := range rb.groups {
+		if rb.groups[g].root != g {
+			continue
+		}
+		p0 := len(rb.peerBuf)
+		for j, a := range rb.assign {
+			if rb.groups[a].root == g {
+				rb.peerBuf = append(rb.peerBuf, rb.p.peers[rb.apeer[j]].Name)
+			}
+		}
+		r := rb.groups[g].route
+		r.Peers = rb.peerBuf[p0:len(rb.peerBuf):len(rb.peerBuf)]
+		rb.routes = append(rb.routes, r)
+	}
 }
 
 // Families, the index of per-family tables.
