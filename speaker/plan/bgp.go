@@ -3,7 +3,6 @@ package plan
 import (
 	"cmp"
 	"fmt"
-	"math/bits"
 	"net/netip"
 	"slices"
 	"strings"
@@ -1161,16 +1160,16 @@ func (r Result) BGPNodesByService() map[string][]string {
 		return out
 	}
 	w := r.bgp.words
-	acc := map[string][]uint64{}
+	acc := map[string]bitset{}
 	for i := range r.bgp.addrs {
 		a := &r.bgp.addrs[i]
 		for _, key := range a.services {
 			set := acc[key]
 			if set == nil {
-				set = make([]uint64, w)
+				set = make(bitset, w)
 				acc[key] = set
 			}
-			bitset(set).or(a.by)
+			set.or(a.by)
 		}
 	}
 	for key, set := range acc {
@@ -1179,12 +1178,10 @@ func (r Result) BGPNodesByService() map[string][]string {
 	return out
 }
 
-func (p *bgpPlan) names(set []uint64, out []string) []string {
-	for j, word := range set {
-		for word != 0 {
-			out = append(out, p.nodes[j*64+bits.TrailingZeros64(word)])
-			word &= word - 1
-		}
+// names appends to out the names of the nodes in set, in order.
+func (p *bgpPlan) names(set bitset, out []string) []string {
+	for k := set.next(0); k >= 0; k = set.next(k + 1) {
+		out = append(out, p.nodes[k])
 	}
 	return out
 }
