@@ -26,12 +26,7 @@ const (
 
 var outcomeNames = [...]string{"answer", "claim", "malformed", "otherHost", "notRequest", "ownFrame", "notOwned", "otherMAC"}
 
-func (o outcome) String() string {
-	if int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return "outcome(?)"
-}
+func (o outcome) String() string { return outcomeNames[o] }
 
 // decision is decide's verdict on one frame.
 type decision struct {

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -138,49 +137,8 @@ func (f *fakeConn) close() error {
 	return nil
 }
 
-// fakeProto is the package's proto with links over a fakeConn; it reports
-// what each Serve returned on served.
-type fakeProto struct {
-	proto
-	c      *fakeConn
-	served *serves
-}
-
-func (p fakeProto) Open(_ *l2.Host, ifi l2.Iface) (l2.Link, error) {
-	return servedLink{newLink(p.c, ifi, p.log), p.served}, nil
-}
-
-type servedLink struct {
-	*link
-	served *serves
-}
-
-func (l servedLink) Serve(owned *l2.Owned, c *l2.Counters) error {
-	err := l.link.Serve(owned, c)
-	l.served.add(err)
-	return err
-}
-
-// serves records what each Serve returned (never blocking the engine).
-type serves struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (s *serves) add(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.errs = append(s.errs, err)
-}
-
-func (s *serves) get() []error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.errs)
-}
-
-// TestServeFakeConn runs Serve over an in-memory conn, with the engine
-// deciding what it owns: it answers for an owned address, not for an
+// TestServeFakeConn runs a link's Serve over an in-memory conn, owning a
+// fixed set: it answers for an owned address, not for an
 // unowned one, counts a malformed frame, warns once of claims to an owned
 // address, reads on after ENETDOWN, and returns nil once its conn is
 // closed.
@@ -191,19 +149,11 @@ func TestServeFakeConn(t *testing.T) {
 	}
 	warns := &warnings{} // the link's log
 	fc := newFakeConn()
-	served := &serves{}
-	e := l2.New(l2.Config{
-		Proto:  fakeProto{proto: proto{log: slog.New(warns)}, c: fc, served: served},
-		Host:   &l2.Host{NS: -1},
-		Logger: log,
-		Lookup: func(name string) (l2.Iface, error) {
-			return l2.Iface{Name: name, Index: 2, MAC: macA, Up: true}, nil
-		},
-		Gratuitous: 1,
-		Check:      time.Hour,
-	})
-	defer e.Close()
-	if err := e.Set(map[netip.Addr][]string{ipLB: {"eth0"}}); err != nil {
+	l := newLink(fc, l2.Iface{Name: "eth0", Index: 2, MAC: macA, Up: true}, slog.New(warns))
+	var c l2.Counters
+	served := make(chan error, 1)
+	go func() { served <- l.Serve(l2.NewOwned(ipLB), &c) }()
+	if err := l.Announce(ipLB); err != nil {
 		t.Fatal(err)
 	}
 	next := func() []byte {
@@ -216,7 +166,7 @@ func TestServeFakeConn(t *testing.T) {
 			return nil
 		}
 	}
-	// The gain's announcement went out through the same conn.
+	// The announcement goes out through the same conn.
 	greq, grep := gratuitous(ipLB, macA)
 	if got1, got2 := next(), next(); !bytes.Equal(got1, greq) || !bytes.Equal(got2, grep) {
 		t.Fatalf("announcement\n got %x\n     %x\nwant %x\n     %x", got1, got2, greq, grep)
@@ -246,23 +196,21 @@ func TestServeFakeConn(t *testing.T) {
 		t.Fatalf("warnings %q, want one of the claim (rate limited)", w)
 	}
 
-	closed := make(chan error, 1)
-	go func() { closed <- e.Close() }() // closes the conn; waits for Serve
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	select {
-	case err := <-closed:
+	case err := <-served:
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("Serve returned %v after Close, want nil", err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("Close does not return: Serve goes on after its conn is closed")
-	}
-	if errs := served.get(); len(errs) != 1 || errs[0] != nil {
-		t.Fatalf("Serve returned %v, want nil once, after Close", errs)
+		t.Fatal("Serve goes on after its conn is closed")
 	}
 	if len(fc.out) != 0 {
 		t.Fatalf("%d more frames written", len(fc.out))
 	}
-	if s := e.Stats()["eth0"]; s != (l2.Count{Answered: 1, Gratuitous: 1, Malformed: 1}) {
-		t.Fatalf("counters %+v, want 1 answered, 1 gratuitous, 1 malformed", s)
+	if a, m := c.Answered.Load(), c.Malformed.Load(); a != 1 || m != 1 {
+		t.Fatalf("counters: %d answered, %d malformed; want 1 and 1", a, m)
 	}
 }

@@ -5,7 +5,6 @@
 package l2
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,8 +38,7 @@ type Announcer struct {
 	nl      *netlink.Handle // reads the interfaces (List)
 
 	changes chan struct{} // DefaultChanged, capacity one
-	cancel  context.CancelFunc
-	done    chan struct{} // the link follower has returned
+	stop    func()        // ends the link feed, and waits
 
 	mu      sync.Mutex
 	closed  bool
@@ -95,16 +93,10 @@ func NewAt(log *slog.Logger, exclude []string, ns netns.NsHandle, debounce time.
 func (a *Announcer) start(log *slog.Logger, exclude []string, ns *netns.NsHandle, debounce time.Duration) {
 	a.log, a.exclude = log, exclude
 	a.changes = make(chan struct{}, 1)
-	a.done = make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
 	if err := a.refresh(); err != nil {
 		a.log.Warn("reading the interfaces", "error", err)
 	}
-	go func() {
-		defer close(a.done)
-		netif.FollowLinks(ctx, netif.FollowOptions{Namespace: ns, Debounce: debounce, Logger: log}, a.linksChanged)
-	}()
+	a.stop = netif.Follow(netif.FollowOptions{Namespace: ns, Debounce: debounce, Logger: log}, a.linksChanged)
 }
 
 // linksChanged is the one link feed: the responders re-check the
@@ -265,8 +257,7 @@ func (a *Announcer) Close() error {
 	}
 	a.closed = true
 	a.mu.Unlock()
-	a.cancel()
-	<-a.done
+	a.stop()
 	err := errors.Join(a.arp.Close(), a.ndp.Close())
 	a.nl.Close()
 	return err

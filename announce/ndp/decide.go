@@ -22,12 +22,7 @@ const (
 
 var outcomeNames = [...]string{"answer", "invalid", "otherIface", "notNS", "ownNS", "notOwned"}
 
-func (o outcome) String() string {
-	if int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return "outcome(?)"
-}
+func (o outcome) String() string { return outcomeNames[o] }
 
 // decision is decide's verdict on one message.
 type decision struct {

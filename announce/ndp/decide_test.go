@@ -157,54 +157,8 @@ func (f *fakeConn) close() error {
 	return nil
 }
 
-// fakeProto is the package's proto with links over a fakeConn and no node
-// state (local routes need root); it reports what each Serve returned on
-// served.
-type fakeProto struct {
-	proto
-	c      *fakeConn
-	served *serves
-}
-
-func (p fakeProto) Open(_ *l2.Host, ifi l2.Iface) (l2.Link, error) {
-	return servedLink{newLink(p.c, ifi, p.log), p.served}, nil
-}
-
-func (fakeProto) Gain(*l2.Host, netip.Addr) error { return nil }
-func (fakeProto) Lose(*l2.Host, netip.Addr) error { return nil }
-func (fakeProto) Reset(*l2.Host) (int, error)     { return 0, nil }
-
-type servedLink struct {
-	*link
-	served *serves
-}
-
-func (l servedLink) Serve(owned *l2.Owned, c *l2.Counters) error {
-	err := l.link.Serve(owned, c)
-	l.served.add(err)
-	return err
-}
-
-// serves records what each Serve returned (never blocking the engine).
-type serves struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (s *serves) add(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.errs = append(s.errs, err)
-}
-
-func (s *serves) get() []error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.errs)
-}
-
-// TestServeFakeConn runs Serve over an in-memory conn, with the engine
-// deciding what it owns: it answers for an owned address (to the asker,
+// TestServeFakeConn runs a link's Serve over an in-memory conn, owning a
+// fixed set: it answers for an owned address (to the asker,
 // and to all nodes for DAD), not for an unowned one, counts an invalid
 // solicitation, and returns nil once its conn is closed.
 func TestServeFakeConn(t *testing.T) {
@@ -213,19 +167,14 @@ func TestServeFakeConn(t *testing.T) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	fc := newFakeConn()
-	served := &serves{}
-	e := l2.New(l2.Config{
-		Proto:  fakeProto{proto: proto{log: log}, c: fc, served: served},
-		Host:   &l2.Host{NS: -1},
-		Logger: log,
-		Lookup: func(name string) (l2.Iface, error) {
-			return l2.Iface{Name: name, Index: ifindexA, MAC: macA, Up: true}, nil
-		},
-		Gratuitous: 1,
-		Check:      time.Hour,
-	})
-	defer e.Close()
-	if err := e.Set(map[netip.Addr][]string{lb: {"eth0"}}); err != nil {
+	l := newLink(fc, l2.Iface{Name: "eth0", Index: ifindexA, MAC: macA, Up: true}, log)
+	var c l2.Counters
+	served := make(chan error, 1)
+	go func() { served <- l.Serve(l2.NewOwned(lb), &c) }()
+	if err := l.Update([]netip.Addr{lb}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Announce(lb); err != nil {
 		t.Fatal(err)
 	}
 	fc.mu.Lock()
@@ -244,7 +193,7 @@ func TestServeFakeConn(t *testing.T) {
 			return sentMsg{}
 		}
 	}
-	// The gain's announcement went out through the same conn.
+	// The announcement goes out through the same conn.
 	if m := next(); !bytes.Equal(m.b, marshalNA(lb, macA, false)) || m.to != allNodes {
 		t.Fatalf("announcement %x to %s", m.b, m.to)
 	}
@@ -270,23 +219,21 @@ func TestServeFakeConn(t *testing.T) {
 		t.Fatalf("answer to DAD %x to %s, want an unsolicited advertisement to %s", m.b, m.to, allNodes)
 	}
 
-	closed := make(chan error, 1)
-	go func() { closed <- e.Close() }() // closes the conn; waits for Serve
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	select {
-	case err := <-closed:
+	case err := <-served:
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("Serve returned %v after Close, want nil", err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("Close does not return: Serve goes on after its conn is closed")
-	}
-	if errs := served.get(); len(errs) != 1 || errs[0] != nil {
-		t.Fatalf("Serve returned %v, want nil once, after Close", errs)
+		t.Fatal("Serve goes on after its conn is closed")
 	}
 	if len(fc.out) != 0 {
 		t.Fatalf("%d more messages written", len(fc.out))
 	}
-	if s := e.Stats()["eth0"]; s != (l2.Count{Answered: 2, Gratuitous: 1, Malformed: 1}) {
-		t.Fatalf("counters %+v, want 2 answered, 1 gratuitous, 1 malformed", s)
+	if a, m := c.Answered.Load(), c.Malformed.Load(); a != 2 || m != 1 {
+		t.Fatalf("counters: %d answered, %d malformed; want 2 and 1", a, m)
 	}
 }

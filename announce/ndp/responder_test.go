@@ -1,7 +1,6 @@
 package ndp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,19 +43,6 @@ func hostIn(t *testing.T, ns *netnstest.NS) *l2.Host {
 }
 
 // startIn starts a responder inside ns, closed at cleanup.
-// followLinks feeds ns's link events to r, as announce/l2 does.
-func followLinks(t *testing.T, ns *netnstest.NS, r *Responder) {
-	t.Helper()
-	h := ns.Handle()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		netif.FollowLinks(ctx, netif.FollowOptions{Namespace: &h}, r.LinksChanged)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-}
-
 func startIn(t *testing.T, ns *netnstest.NS, o Options) *Responder {
 	t.Helper()
 	o.host = hostIn(t, ns)
@@ -621,7 +607,8 @@ func TestLinkDownUp(t *testing.T) {
 	lan := netnstest.NewLAN(netnstest.New(t, "ndp"), 1)
 	a := lan.Nodes[0]
 	r := startIn(t, a, Options{Gratuitous: 1})
-	followLinks(t, a, r)
+	h := a.Handle()
+	t.Cleanup(netif.Follow(netif.FollowOptions{Namespace: &h}, r.LinksChanged))
 	if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
 		t.Fatal(err)
 	}

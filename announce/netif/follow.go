@@ -116,6 +116,18 @@ func FollowLinks(ctx context.Context, o FollowOptions, changed func(Changes)) {
 	}
 }
 
+// Follow runs FollowLinks in the background until stop is called; stop
+// waits until it has returned.
+func Follow(o FollowOptions, changed func(Changes)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		FollowLinks(ctx, o, changed)
+	}()
+	return func() { cancel(); <-done }
+}
+
 // follow runs changed once per burst of events on ch: Debounce after the
 // first event of the burst. It returns when ctx is done or ch is closed
 // (the subscription broke).

@@ -69,6 +69,18 @@ func (o *Owned) Has(a netip.Addr) bool {
 	return ok
 }
 
+// NewOwned returns an Owned holding addrs: a fixed set, for a listener
+// served outside an Engine (the protocols' tests).
+func NewOwned(addrs ...netip.Addr) *Owned {
+	m := make(map[netip.Addr]struct{}, len(addrs))
+	for _, a := range addrs {
+		m[a] = struct{}{}
+	}
+	o := &Owned{}
+	o.store(m)
+	return o
+}
+
 func (o *Owned) store(m map[netip.Addr]struct{}) {
 	if m == nil {
 		o.p.Store(nil)
