@@ -143,10 +143,6 @@ func (f *fakeConn) close() error {
 // address, reads on after ENETDOWN, and returns nil once its conn is
 // closed.
 func TestServeFakeConn(t *testing.T) {
-	log := testLogger(t)
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	warns := &warnings{} // the link's log
 	fc := newFakeConn()
 	l := newLink(fc, l2.Iface{Name: "eth0", Index: 2, MAC: macA, Up: true}, slog.New(warns))
