@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/herald-lb/herald/internal/logbuf"
 )
 
 // fake records what the engine asks of a protocol, in order.
@@ -165,10 +167,10 @@ func (l *fakeLink) Close() error {
 	return nil
 }
 
-func start(t *testing.T, f *fake, cfg Config) (*Engine, *records) {
+func start(t *testing.T, f *fake, cfg Config) (*Engine, *logbuf.Buffer) {
 	t.Helper()
-	lg := &records{}
-	cfg.Proto, cfg.Lookup, cfg.Logger = f, f.lookup, slog.New(lg)
+	lg := &logbuf.Buffer{}
+	cfg.Proto, cfg.Lookup, cfg.Logger = f, f.lookup, slog.New(slog.NewTextHandler(lg, nil))
 	cfg.Host = &Host{NS: -1}
 	e := New(cfg)
 	t.Cleanup(func() { e.Close() })

@@ -1,7 +1,6 @@
 package l2
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,9 +8,10 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/herald-lb/herald/internal/logbuf"
 )
 
 // world plays the driver for a State on a virtual clock: it carries out
@@ -21,7 +21,7 @@ type world struct {
 	t   *testing.T
 	s   *State
 	now time.Time
-	log *records
+	log *logbuf.Buffer
 
 	missing  map[string]int // interface -> lookups that still fail
 	index    map[string]int // interface -> its index (default 7)
@@ -32,8 +32,8 @@ type world struct {
 }
 
 func newWorld(t *testing.T, tm Timing) *world {
-	lg := &records{}
-	return &world{t: t, s: NewState(tm, slog.New(lg)), now: time.Unix(1000, 0), log: lg,
+	lg := &logbuf.Buffer{}
+	return &world{t: t, s: NewState(tm, slog.New(slog.NewTextHandler(lg, nil))), now: time.Unix(1000, 0), log: lg,
 		missing: map[string]int{}, index: map[string]int{}, down: map[string]bool{}}
 }
 
@@ -125,35 +125,6 @@ func (w *world) advance(d time.Duration) []string {
 
 func desire(m map[netip.Addr][]string) Desire { return Desire{Desired: m} }
 
-// records keeps log records as "LEVEL message".
-type records struct {
-	mu  sync.Mutex
-	msg []string
-}
-
-func (r *records) Enabled(context.Context, slog.Level) bool { return true }
-func (r *records) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msg = append(r.msg, rec.Level.String()+" "+rec.Message)
-	return nil
-}
-func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *records) WithGroup(string) slog.Handler      { return r }
-
-// count is the number of records at level (e.g. "WARN").
-func (r *records) count(level string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, m := range r.msg {
-		if strings.HasPrefix(m, level+" ") {
-			n++
-		}
-	}
-	return n
-}
-
 var (
 	a1 = netip.MustParseAddr("192.0.2.1")
 	a2 = netip.MustParseAddr("192.0.2.2")
@@ -204,8 +175,8 @@ func TestStateFailedAnnouncement(t *testing.T) {
 			if n := countPrefix(got, "announce eth0"); n != tc.wantSent {
 				t.Fatalf("%d sent, want %d: %q", n, tc.wantSent, got)
 			}
-			if n := w.log.count("WARN"); n != tc.wantWarns {
-				t.Fatalf("%d warnings, want %d: %q", n, tc.wantWarns, w.log.msg)
+			if n := w.log.Count("level=WARN"); n != tc.wantWarns {
+				t.Fatalf("%d warnings, want %d:\n%s", n, tc.wantWarns, w.log.String())
 			}
 		})
 	}
@@ -259,8 +230,8 @@ func TestStateMissingInterface(t *testing.T) {
 	if want := []time.Duration{100, 300, 700, 1100}; !slices.Equal(tries, scale(want, time.Millisecond)) {
 		t.Fatalf("tries at %v, want %v", tries, scale(want, time.Millisecond))
 	}
-	if w.log.count("WARN") != 1 || w.log.count("INFO") != 1 {
-		t.Fatalf("logs %q: want one warning and one recovery", w.log.msg)
+	if w.log.Count("level=WARN") != 1 || w.log.Count("level=INFO") != 1 {
+		t.Fatalf("logs:\n%s\nwant one warning and one recovery", w.log.String())
 	}
 }
 
@@ -323,8 +294,8 @@ func TestStateRetries(t *testing.T) {
 	w.loseFail = false
 	expect(t, "lose done", w.advance(time.Second), "lose 192.0.2.1")
 	expect(t, "nothing left", w.advance(5*time.Second))
-	if w.log.count("WARN") != 2 { // the Own and the Lose, once each
-		t.Fatalf("logs %q", w.log.msg)
+	if w.log.Count("level=WARN") != 2 { // the Own and the Lose, once each
+		t.Fatalf("logs:\n%s", w.log.String())
 	}
 }
 
