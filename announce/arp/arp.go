@@ -60,12 +60,11 @@ func New(o Options) *Responder {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Responder{e: l2.New(l2.Config{
-		Proto:      proto{log: log.With("proto", "arp")},
-		Host:       o.host,
-		OwnHost:    o.ownHost,
-		Logger:     log.With("proto", "arp"),
-		Gratuitous: o.Gratuitous,
-		Interval:   o.GratuitousInterval,
+		Proto:   proto{log: log.With("proto", "arp")},
+		Host:    o.host,
+		OwnHost: o.ownHost,
+		Logger:  log.With("proto", "arp"),
+		Timing:  l2.Timing{Gratuitous: o.Gratuitous, Interval: o.GratuitousInterval},
 	})}
 }
 

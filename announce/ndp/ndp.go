@@ -64,12 +64,11 @@ func New(o Options) *Responder {
 	}
 	log = log.With("proto", "ndp")
 	return &Responder{e: l2.New(l2.Config{
-		Proto:      proto{log: log},
-		Host:       o.host,
-		OwnHost:    o.ownHost,
-		Logger:     log,
-		Gratuitous: o.Gratuitous,
-		Interval:   o.GratuitousInterval,
+		Proto:   proto{log: log},
+		Host:    o.host,
+		OwnHost: o.ownHost,
+		Logger:  log,
+		Timing:  l2.Timing{Gratuitous: o.Gratuitous, Interval: o.GratuitousInterval},
 	})}
 }
 

@@ -102,17 +102,11 @@ type Count struct{ Answered, Gratuitous, Malformed uint64 }
 
 // Config configures an Engine.
 type Config struct {
-	Proto      Proto
-	Host       *Host // nil: the current namespace
-	Logger     *slog.Logger
-	Gratuitous int           // announcements per gain, default 3
-	Interval   time.Duration // between announcements, default 1s
-	// MinBackoff and MaxBackoff bound the delay between attempts to open a
-	// listener on an interface that is missing or failing (100ms, 2s).
-	MinBackoff, MaxBackoff time.Duration
-	// Check is the period of interface re-checks (index, MAC, carrier)
-	// and of retries of failed node state (1s).
-	Check time.Duration
+	Proto  Proto
+	Host   *Host // nil: the current namespace
+	Logger *slog.Logger
+	// Timing is the schedule: announcements, backoff, checks.
+	Timing Timing
 	// Lookup finds an interface by name; default: netlink in Host.
 	Lookup func(name string) (Iface, error)
 	// OwnHost: Close closes Host's netlink handle (a Host made by HostAt
@@ -167,10 +161,9 @@ func New(cfg Config) *Engine {
 		cfg.Lookup = cfg.Host.lookup
 	}
 	e := &Engine{
-		cfg: cfg,
-		log: cfg.Logger,
-		state: NewState(Timing{Gratuitous: cfg.Gratuitous, Interval: cfg.Interval,
-			MinBackoff: cfg.MinBackoff, MaxBackoff: cfg.MaxBackoff, Check: cfg.Check}, cfg.Logger),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		state:     NewState(cfg.Timing, cfg.Logger),
 		reqs:      make(chan request),
 		wake:      make(chan struct{}, 1),
 		loopDone:  make(chan struct{}),

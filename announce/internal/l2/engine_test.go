@@ -198,7 +198,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // loop's timer and are counted.
 func TestEngineSet(t *testing.T) {
 	f := newFake()
-	e, _ := start(t, f, Config{Gratuitous: 3, Interval: 20 * time.Millisecond, Check: time.Hour})
+	e, _ := start(t, f, Config{Timing: Timing{Gratuitous: 3, Interval: 20 * time.Millisecond, Check: time.Hour}})
 	f.take() // reset
 	if err := e.Set(map[netip.Addr][]string{a1: {"eth0"}}); err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestEngineSet(t *testing.T) {
 func TestEngineReadersDoNotWaitForIO(t *testing.T) {
 	f := newFake()
 	f.gainGate = make(chan struct{})
-	e, _ := start(t, f, Config{Check: time.Hour})
+	e, _ := start(t, f, Config{Timing: Timing{Check: time.Hour}})
 	var once sync.Once
 	release := func() { once.Do(func() { close(f.gainGate) }) }
 	t.Cleanup(release) // before Close, which waits for the loop
@@ -251,7 +251,7 @@ func TestEngineReadersDoNotWaitForIO(t *testing.T) {
 // A listener whose socket fails is reopened, answers and announces again.
 func TestEngineStoppedListenerReopened(t *testing.T) {
 	f := newFake()
-	e, _ := start(t, f, Config{Gratuitous: 1, MinBackoff: 5 * time.Millisecond, Check: time.Hour})
+	e, _ := start(t, f, Config{Timing: Timing{Gratuitous: 1, MinBackoff: 5 * time.Millisecond, Check: time.Hour}})
 	if err := e.Set(map[netip.Addr][]string{a1: {"eth0"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestEngineStoppedListenerReopened(t *testing.T) {
 // re-checks it at once and announces again.
 func TestEngineLinksChanged(t *testing.T) {
 	f := newFake()
-	e, _ := start(t, f, Config{Gratuitous: 1, Check: time.Hour})
+	e, _ := start(t, f, Config{Timing: Timing{Gratuitous: 1, Check: time.Hour}})
 	if err := e.Set(map[netip.Addr][]string{a1: {"eth0"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestEngineLinksChanged(t *testing.T) {
 // Set afterwards fails; Close twice is fine.
 func TestEngineClose(t *testing.T) {
 	f := newFake()
-	e, _ := start(t, f, Config{Check: time.Hour})
+	e, _ := start(t, f, Config{Timing: Timing{Check: time.Hour}})
 	if err := e.Set(map[netip.Addr][]string{a1: {"eth0"}, a2: {"eth0"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestEngineClose(t *testing.T) {
 // Close reports node state it could not remove.
 func TestEngineCloseReportsLose(t *testing.T) {
 	f := newFake()
-	e, _ := start(t, f, Config{Check: time.Hour})
+	e, _ := start(t, f, Config{Timing: Timing{Check: time.Hour}})
 	if err := e.Set(map[netip.Addr][]string{a1: {"eth0"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestEngineCloseReportsLose(t *testing.T) {
 // Invalid entries are reported and skipped; the rest is applied.
 func TestSetValidation(t *testing.T) {
 	f := newFake()
-	e, _ := start(t, f, Config{Check: time.Hour})
+	e, _ := start(t, f, Config{Timing: Timing{Check: time.Hour}})
 	err := e.Set(map[netip.Addr][]string{
 		a1:                                 {"eth0", "", "a/b", "much-too-long-name0"},
 		netip.MustParseAddr("2001:db8::1"): {"eth0"},

@@ -144,11 +144,6 @@ const (
 	Lose
 )
 
-var kindNames = map[ActionKind]string{Open: "open", Close: "close", Own: "own", Check: "check",
-	Announce: "announce", Gain: "gain", Lose: "lose"}
-
-func (k ActionKind) String() string { return kindNames[k] }
-
 // Action is one thing the driver must do.
 type Action struct {
 	Kind  ActionKind
@@ -313,30 +308,6 @@ func (s *State) Next(now time.Time) time.Time {
 		}
 	}
 	return next
-}
-
-// Answering returns the addresses each open listener answers for (tests
-// and diagnostics).
-func (s *State) Answering() map[string][]netip.Addr {
-	out := map[string][]netip.Addr{}
-	for name, st := range s.ifs {
-		if st.open() {
-			out[name] = addrsOf(st.addrs)
-		}
-	}
-	return out
-}
-
-// Gained returns the addresses whose node state is in place.
-func (s *State) Gained() []netip.Addr {
-	var out []netip.Addr
-	for a, n := range s.node {
-		if n.gained {
-			out = append(out, a)
-		}
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return out
 }
 
 // converge moves towards the desired set. Losing comes before gaining:
