@@ -24,8 +24,7 @@ type Announcer interface {
 	// means the node's default eligible set, which the announcer keeps
 	// current: when it changes, the addresses on it move with it without
 	// another SetL2. The announcer keeps the set (the agent does not): an
-	// unchanged set costs only a read of the interfaces, and it logs the
-	// changes.
+	// unchanged set costs a map comparison, and it logs the changes.
 	SetL2(desired map[netip.Addr][]string) error
 	// Reannounce sends a new round of gratuitous announcements for every
 	// address answered now.

@@ -159,31 +159,28 @@ func (a *Announcer) applyLocked() error {
 
 // Set converges to the desired set: each owned address (both families)
 // mapped to the interfaces to answer on; nil interfaces means the default
-// set, which is read again at each call too (a missed link event is caught
-// here) and followed afterwards: when it changes, the addresses on it move
-// with it without another Set. Interfaces named explicitly are used as
-// named, even when they match an exclude pattern. The announcer keeps the
-// set it was given: a Set equal to the last one only reads the default set
-// again, and each change is logged (announcing, on other interfaces, no
-// longer announcing).
+// set, which is read again when the set changes and followed afterwards
+// (link events): when it changes, the addresses on it move with it without
+// another Set. Interfaces named explicitly are used as named, even when
+// they match an exclude pattern. The announcer keeps the set it was given:
+// a Set equal to the last one does nothing (the agent calls Set after
+// every plan), and each change is logged (announcing, on other interfaces,
+// no longer announcing).
 func (a *Announcer) Set(desired map[netip.Addr][]string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
 		return errors.New("announcer closed")
 	}
-	same := a.given && maps.EqualFunc(desired, a.desired, slices.Equal)
-	if !same {
-		logChanges(a.log, a.desired, desired)
-		a.desired, a.given = maps.Clone(desired), true
+	if a.given && maps.EqualFunc(desired, a.desired, slices.Equal) {
+		return nil
 	}
+	logChanges(a.log, a.desired, desired)
+	a.desired, a.given = maps.Clone(desired), true
 	// On a failed read the last default set read stays in use.
-	step, rerr := a.readLocked()
+	_, rerr := a.readLocked()
 	if rerr != nil {
 		rerr = fmt.Errorf("reading the interfaces (the last set read stays in use): %w", rerr)
-	}
-	if same && !step.reapply {
-		return rerr
 	}
 	return errors.Join(rerr, a.applyLocked())
 }
