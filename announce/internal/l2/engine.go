@@ -273,14 +273,6 @@ func (e *Engine) Stats() map[string]Count {
 	return out
 }
 
-// answers reports whether the listener on name answers for a now.
-func (e *Engine) answers(name string, a netip.Addr) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	l := e.listeners[name]
-	return l != nil && l.owned.Has(a)
-}
-
 // Close stops answering, closes every listener and removes node state.
 func (e *Engine) Close() error {
 	if e.closed.Swap(true) {

@@ -177,8 +177,14 @@ func start(t *testing.T, f *fake, cfg Config) (*Engine, *logbuf.Buffer) {
 	return e, lg
 }
 
-// has reports whether the listener on name answers for a.
-func has(e *Engine, name string, a netip.Addr) bool { return e.answers(name, a) }
+// has reports whether the listener on name answers for a now.
+func has(e *Engine, name string, a netip.Addr) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := e.listeners[name]
+	return l != nil && l.owned.Has(a)
+}
+
 
 // eventually waits for cond, a positive signal (a counter, a state), for
 // at most ten seconds.
