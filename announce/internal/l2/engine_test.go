@@ -185,7 +185,6 @@ func has(e *Engine, name string, a netip.Addr) bool {
 	return l != nil && l.owned.Has(a)
 }
 
-
 // eventually waits for cond, a positive signal (a counter, a state), for
 // at most ten seconds.
 func eventually(t *testing.T, what string, cond func() bool) {
