@@ -39,9 +39,6 @@ func parseCommunities(objs []v1beta1.Community, cfg *Config, probs *Problems) {
 			case a.Name == "" || strings.Contains(a.Name, ":"):
 				r.errorf(field+".name", "alias %q must be non-empty and contain no colon", a.Name)
 				continue
-			case isWellKnown(a.Name):
-				r.errorf(field+".name", "alias %q shadows the well-known community of that name", a.Name)
-				continue
 			case owner[a.Name] != "":
 				r.errorf(field+".name", "alias %q is already defined by Community %q", a.Name, owner[a.Name])
 				continue
@@ -59,6 +56,11 @@ func parseCommunities(objs []v1beta1.Community, cfg *Config, probs *Problems) {
 				r.errorf(field+".value", "%v", err)
 				continue
 			}
+			if wk, ok := community.WellKnown(a.Name); ok && (community.Value{Standard: wk}) != v {
+				// MetalLB has no well-known names, so its users may have
+				// aliases with these names; the alias wins, as there.
+				r.warnf(field+".name", "alias %q shadows the well-known community %s: BGPAdvertisements naming it get %s", a.Name, wk, v)
+			}
 			mine[a.Name] = v
 		}
 		if r.broken {
@@ -69,9 +71,4 @@ func parseCommunities(objs []v1beta1.Community, cfg *Config, probs *Problems) {
 			owner[n] = o.Name
 		}
 	}
-}
-
-func isWellKnown(name string) bool {
-	_, ok := community.WellKnown(name)
-	return ok
 }

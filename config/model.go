@@ -188,6 +188,37 @@ type L2Advertisement struct {
 	// NodeSelectors is empty when every node may announce.
 	NodeSelectors []labels.Selector
 	Interfaces    []string
+	// ServiceSelectors is empty when every Service of the pools is
+	// announced; else a Service must match one of them.
+	ServiceSelectors []labels.Selector
+	// Preferences weigh the eligible nodes in the election.
+	Preferences []Preference
+}
+
+// Preference is a compiled preferredNodeSelector.
+type Preference struct {
+	Weight   int32
+	Selector labels.Selector
+}
+
+// Selects reports whether a Service with labels svcLabels is announced by
+// the advertisement (no Service selector: every Service).
+func (a *L2Advertisement) Selects(svcLabels labels.Labels) bool {
+	return len(a.ServiceSelectors) == 0 || anySelects(a.ServiceSelectors, svcLabels)
+}
+
+// Score is the sum of the weights of the preferences nodeLabels match.
+func (a *L2Advertisement) Score(nodeLabels labels.Labels) int32 {
+	if nodeLabels == nil {
+		nodeLabels = labels.Set{}
+	}
+	var sum int32
+	for _, p := range a.Preferences {
+		if p.Selector.Matches(nodeLabels) {
+			sum += p.Weight
+		}
+	}
+	return sum
 }
 
 // BGPAdvertisement is a validated BGPAdvertisement.
@@ -202,6 +233,15 @@ type BGPAdvertisement struct {
 	LocalPref           uint32
 	// Communities are resolved (aliases replaced by values), in spec order.
 	Communities []community.Value
+	// ServiceSelectors is empty when every Service of the pools is
+	// announced; else a Service must match one of them.
+	ServiceSelectors []labels.Selector
+}
+
+// Selects reports whether a Service with labels svcLabels is announced by
+// the advertisement (no Service selector: every Service).
+func (a *BGPAdvertisement) Selects(svcLabels labels.Labels) bool {
+	return len(a.ServiceSelectors) == 0 || anySelects(a.ServiceSelectors, svcLabels)
 }
 
 // Peer is a validated BGPPeer.
@@ -218,7 +258,11 @@ type Peer struct {
 	ConnectTime   time.Duration
 	EBGPMultiHop  bool
 	// PasswordSecret is the name of the Secret holding the password, or "".
-	PasswordSecret  string
+	PasswordSecret string
+	// InlinePassword is set when the password is written in the BGPPeer
+	// (spec.password). Either way the speakers read it from the
+	// controller's copy, never from here.
+	InlinePassword bool
 	NodeSelectors   []labels.Selector
 	GracefulRestart bool
 	// BFDProfile names the valid BFDProfile of the session, or "" (none

@@ -193,9 +193,20 @@ func selectPools(r *reporter, cfg *Config, brokenPools map[string]bool, names []
 func parseL2Advertisement(o v1beta1.L2Advertisement, cfg *Config, brokenPools map[string]bool, probs *Problems) *L2Advertisement {
 	r := &reporter{kind: KindL2Advertisement, name: o.Name, out: probs}
 	adv := &L2Advertisement{
-		Name:          o.Name,
-		Pools:         selectPools(r, cfg, brokenPools, o.Spec.IPAddressPools, o.Spec.IPAddressPoolSelectors),
-		NodeSelectors: compileSelectors(r, "spec.nodeSelectors", o.Spec.NodeSelectors),
+		Name:             o.Name,
+		Pools:            selectPools(r, cfg, brokenPools, o.Spec.IPAddressPools, o.Spec.IPAddressPoolSelectors),
+		NodeSelectors:    compileSelectors(r, "spec.nodeSelectors", o.Spec.NodeSelectors),
+		ServiceSelectors: compileSelectors(r, "spec.serviceSelectors", o.Spec.ServiceSelectors),
+	}
+	for i, p := range o.Spec.PreferredNodeSelectors {
+		field := fmt.Sprintf("spec.preferredNodeSelectors[%d]", i)
+		if p.Weight < 1 || p.Weight > 100 {
+			r.errorf(field+".weight", "%d is not a weight (1-100)", p.Weight)
+		}
+		sel := compileSelectors(r, field+".preference", []v1beta1.LabelSelector{p.Preference})
+		if len(sel) == 1 {
+			adv.Preferences = append(adv.Preferences, Preference{Weight: p.Weight, Selector: sel[0]})
+		}
 	}
 	seen := map[string]bool{}
 	for i, ifname := range o.Spec.Interfaces {
@@ -241,6 +252,10 @@ func parseBGPAdvertisement(o v1beta1.BGPAdvertisement, cfg *Config, brokenPools,
 		AggregationLength:   32,
 		AggregationLengthV6: 128,
 		LocalPref:           o.Spec.LocalPref,
+		ServiceSelectors:    compileSelectors(r, "spec.serviceSelectors", o.Spec.ServiceSelectors),
+	}
+	if o.Spec.AsPathPrepend != 0 {
+		r.errorf("spec.asPathPrepend", "is not implemented by Herald yet: the advertisement is refused rather than announced without the prepend (docs/metallb.md)")
 	}
 	if o.Spec.AggregationLength != nil {
 		adv.AggregationLength = int(*o.Spec.AggregationLength)
@@ -252,6 +267,15 @@ func parseBGPAdvertisement(o v1beta1.BGPAdvertisement, cfg *Config, brokenPools,
 		adv.AggregationLengthV6 = int(*o.Spec.AggregationLengthV6)
 		if adv.AggregationLengthV6 < 0 || adv.AggregationLengthV6 > 128 {
 			r.errorf("spec.aggregationLengthV6", "%d is not an IPv6 prefix length (0-128)", adv.AggregationLengthV6)
+		}
+	}
+	if len(o.Spec.ServiceSelectors) > 0 {
+		// As in MetalLB: an aggregate route covers other Services too.
+		if adv.AggregationLength != 32 {
+			r.errorf("spec.serviceSelectors", "needs aggregationLength 32 (it is %d): an aggregated route would carry Services the selectors leave out", adv.AggregationLength)
+		}
+		if adv.AggregationLengthV6 != 128 {
+			r.errorf("spec.serviceSelectors", "needs aggregationLengthV6 128 (it is %d): an aggregated route would carry Services the selectors leave out", adv.AggregationLengthV6)
 		}
 	}
 	if !r.broken {

@@ -87,8 +87,8 @@ func TestParsePools(t *testing.T) {
 		{
 			name:      "host bits set",
 			pools:     []v1beta1.IPAddressPool{pool("a", 0, "10.0.0.5/24")},
-			problems:  []want{{Error, KindIPAddressPool, "a", "spec.addresses[0]", "host bits set (the network is 10.0.0.0/24)"}},
-			wantPools: "",
+			problems:  []want{{Warning, KindIPAddressPool, "a", "spec.addresses[0]", "host bits set: the pool holds the network 10.0.0.0/24"}},
+			wantPools: "a",
 		},
 		{
 			name:     "mixed-family range",
@@ -493,19 +493,40 @@ func TestParseCommunityObjects(t *testing.T) {
 		{ObjectMeta: meta("old", 0), Spec: v1beta1.CommunitySpec{Communities: []v1beta1.CommunityAlias{{Name: "edge", Value: "65000:1"}}}},
 		{ObjectMeta: meta("new", 1), Spec: v1beta1.CommunitySpec{Communities: []v1beta1.CommunityAlias{{Name: "edge", Value: "65000:2"}}}},
 		{ObjectMeta: meta("bad", 2), Spec: v1beta1.CommunitySpec{Communities: []v1beta1.CommunityAlias{
-			{Name: "x", Value: "other"}, {Name: "a:b", Value: "1:1"}, {Name: "no-export", Value: "1:1"}, {Name: "y", Value: "1:1"}, {Name: "y", Value: "1:2"}, {Name: "z", Value: "large:x:1:1"}}}},
+			{Name: "x", Value: "other"}, {Name: "a:b", Value: "1:1"}, {Name: "w", Value: "1:1"}, {Name: "y", Value: "1:1"}, {Name: "y", Value: "1:2"}, {Name: "z", Value: "large:x:1:1"}}}},
 	}
 	cfg, probs := Parse(Objects{Communities: objs})
 	checkProblems(t, probs, []want{
 		{Error, KindCommunity, "bad", "spec.communities[0].value", "aliases cannot refer to aliases"},
 		{Error, KindCommunity, "bad", "spec.communities[1].name", "contain no colon"},
-		{Error, KindCommunity, "bad", "spec.communities[2].name", "shadows the well-known"},
 		{Error, KindCommunity, "bad", "spec.communities[4].name", "defined twice"},
 		{Error, KindCommunity, "bad", "spec.communities[5].value", "part 1"},
 		{Error, KindCommunity, "new", "spec.communities[0].name", `already defined by Community "old"`},
 	})
 	if len(cfg.Communities) != 1 || cfg.Communities["edge"].String() != "65000:1" {
 		t.Errorf("aliases = %v", cfg.Communities)
+	}
+}
+
+// An alias named like a well-known community is MetalLB's alias (MetalLB
+// has no well-known names): it is accepted with a warning and wins.
+func TestParseCommunityShadowingWellKnown(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		warn  bool
+	}{{"65000:7", true}, {"65535:65281", false}} {
+		objs := []v1beta1.Community{{ObjectMeta: meta("c", 0), Spec: v1beta1.CommunitySpec{
+			Communities: []v1beta1.CommunityAlias{{Name: "no-export", Value: tc.value}}}}}
+		advs := []v1beta1.BGPAdvertisement{{ObjectMeta: meta("adv", 0), Spec: v1beta1.BGPAdvertisementSpec{Communities: []string{"no-export"}}}}
+		cfg, probs := Parse(Objects{Communities: objs, BGPAdvertisements: advs})
+		var wants []want
+		if tc.warn {
+			wants = []want{{Warning, KindCommunity, "c", "spec.communities[0].name", "shadows the well-known community 65535:65281"}}
+		}
+		checkProblems(t, probs, wants)
+		if len(cfg.BGPAdvertisements) != 1 || cfg.BGPAdvertisements[0].Communities[0].String() != tc.value {
+			t.Errorf("value %s: advertisement communities = %v", tc.value, cfg.BGPAdvertisements)
+		}
 	}
 }
 
@@ -535,7 +556,7 @@ func TestParsePeers(t *testing.T) {
 			[]want{{Error, KindBGPPeer, "a", "spec.keepaliveTime", "shorter than holdTime 1m30s"}}},
 		{"bad source, router id, multihop on iBGP, connect time, secret", []v1beta1.BGPPeer{withSpec(peer("a", 0, "10.0.0.1"), func(s *v1beta1.BGPPeerSpec) {
 			s.SourceAddress, s.RouterID, s.EBGPMultiHop, s.PeerASN = "fd00::1", "fd00::2", true, 64512
-			s.ConnectTime, s.PasswordSecret = dur(time.Millisecond), &v1beta1.SecretReference{}
+			s.ConnectTime, s.PasswordSecret = dur(time.Millisecond), &v1beta1.SecretReference{Namespace: "herald-system"}
 		})}, "", []want{
 			{Error, KindBGPPeer, "a", "spec.connectTime", "shorter than 1s"},
 			{Error, KindBGPPeer, "a", "spec.ebgpMultiHop", "myASN equals peerASN"},
@@ -575,6 +596,65 @@ func TestParsePeers(t *testing.T) {
 	}
 }
 
+// MetalLB's BGPPeer fields: each is read with MetalLB's meaning or refused
+// naming the field, never dropped (docs/metallb.md).
+func TestParsePeerMetalLBFields(t *testing.T) {
+	tests := []struct {
+		name     string
+		spec     func(*v1beta1.BGPPeerSpec)
+		problems []want
+		check    func(*Peer) bool
+	}{
+		{"empty passwordSecret is none", func(s *v1beta1.BGPPeerSpec) { s.PasswordSecret = &v1beta1.SecretReference{} }, nil,
+			func(p *Peer) bool { return p.PasswordSecret == "" && !p.InlinePassword }},
+		{"inline password", func(s *v1beta1.BGPPeerSpec) { s.Password = "pw" }, nil,
+			func(p *Peer) bool { return p.InlinePassword && p.PasswordSecret == "" }},
+		{"inline password and Secret", func(s *v1beta1.BGPPeerSpec) {
+			s.Password, s.PasswordSecret = "pw", &v1beta1.SecretReference{Name: "s"}
+		}, []want{{Error, KindBGPPeer, "a", "spec.passwordSecret", "together with spec.password"}}, nil},
+		{"inline password and empty Secret", func(s *v1beta1.BGPPeerSpec) {
+			s.Password, s.PasswordSecret = "pw", &v1beta1.SecretReference{}
+		}, nil, func(p *Peer) bool { return p.InlinePassword }},
+		{"Secret in the peer's namespace", func(s *v1beta1.BGPPeerSpec) {
+			s.PasswordSecret = &v1beta1.SecretReference{Name: "s", Namespace: "herald-system"}
+		}, nil, func(p *Peer) bool { return p.PasswordSecret == "s" }},
+		{"Secret in another namespace", func(s *v1beta1.BGPPeerSpec) {
+			s.PasswordSecret = &v1beta1.SecretReference{Name: "s", Namespace: "metallb-system"}
+		}, []want{{Error, KindBGPPeer, "a", "spec.passwordSecret.namespace", `"metallb-system" is not the BGPPeer's namespace`}}, nil},
+		{"enableGracefulRestart", func(s *v1beta1.BGPPeerSpec) { s.EnableGracefulRestart = true }, nil,
+			func(p *Peer) bool { return p.GracefulRestart }},
+		{"4-byte ASNs above 2^31", func(s *v1beta1.BGPPeerSpec) { s.MyASN, s.PeerASN = 4200000001, 4294967295 }, nil,
+			func(p *Peer) bool { return p.MyASN == 4200000001 && p.PeerASN == 4294967295 }},
+		{"localASN", func(s *v1beta1.BGPPeerSpec) { s.LocalASN = 65001 },
+			[]want{{Error, KindBGPPeer, "a", "spec.localASN", "not implemented by Herald yet"}}, nil},
+		{"dynamicASN without peerASN", func(s *v1beta1.BGPPeerSpec) { s.DynamicASN, s.PeerASN = "external", 0 },
+			[]want{{Error, KindBGPPeer, "a", "spec.dynamicASN", "not implemented by Herald yet"}}, nil},
+		{"interface without peerAddress", func(s *v1beta1.BGPPeerSpec) { s.Interface, s.PeerAddress = "eth1", "" },
+			[]want{{Error, KindBGPPeer, "a", "spec.interface", "not implemented by Herald yet"}}, nil},
+		{"no peerAddress", func(s *v1beta1.BGPPeerSpec) { s.PeerAddress = "" },
+			[]want{{Error, KindBGPPeer, "a", "spec.peerAddress", "must be set"}}, nil},
+		{"vrf", func(s *v1beta1.BGPPeerSpec) { s.VRF = "red" },
+			[]want{{Error, KindBGPPeer, "a", "spec.vrf", "not implemented by Herald yet"}}, nil},
+		{"disableMP", func(s *v1beta1.BGPPeerSpec) { s.DisableMP = true },
+			[]want{{Warning, KindBGPPeer, "a", "spec.disableMP", "both unicast families on one session"}}, func(*Peer) bool { return true }},
+		{"dualStackAddressFamily", func(s *v1beta1.BGPPeerSpec) { s.DualStackAddressFamily = true }, nil, func(*Peer) bool { return true }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := peer("a", 0, "10.0.0.1")
+			tc.spec(&p.Spec)
+			cfg, probs := Parse(Objects{Peers: []v1beta1.BGPPeer{p}})
+			checkProblems(t, probs, tc.problems)
+			switch {
+			case tc.check == nil && len(cfg.Peers) != 0:
+				t.Errorf("peer accepted: %+v", cfg.Peers[0])
+			case tc.check != nil && (len(cfg.Peers) != 1 || !tc.check(cfg.Peers[0])):
+				t.Errorf("peers = %+v", cfg.Peers)
+			}
+		})
+	}
+}
+
 func TestPeerDefaults(t *testing.T) {
 	cfg, probs := Parse(Objects{Peers: []v1beta1.BGPPeer{peer("a", 0, "10.0.0.1")}})
 	if probs.Err() != nil {
@@ -607,4 +687,64 @@ func TestBrokenObjectIsolation(t *testing.T) {
 	if (Problems{{Severity: Warning, Kind: "X", Name: "y", Message: "m"}}).Err() != nil {
 		t.Error("warnings alone must not be an error")
 	}
+}
+
+// MetalLB's advertisement fields: serviceSelectors (both kinds),
+// preferredNodeSelectors (L2) and asPathPrepend (BGP, refused).
+func TestParseAdvertisementMetalLBFields(t *testing.T) {
+	pools := []v1beta1.IPAddressPool{pool("p", 0, "10.0.0.0/24")}
+	web := v1beta1.LabelSelector{MatchLabels: map[string]v1beta1.LabelValue{"app": "web"}}
+	t.Run("L2", func(t *testing.T) {
+		adv := v1beta1.L2Advertisement{ObjectMeta: meta("l2", 0), Spec: v1beta1.L2AdvertisementSpec{
+			ServiceSelectors: []v1beta1.LabelSelector{web},
+			PreferredNodeSelectors: []v1beta1.PreferredNodeSelector{
+				{Weight: 50, Preference: sel("rack", "a")}, {Weight: 20, Preference: sel("gpu", "yes")}, {Weight: 1, Preference: v1beta1.LabelSelector{}}},
+		}}
+		cfg, probs := Parse(Objects{Pools: pools, L2Advertisements: []v1beta1.L2Advertisement{adv}})
+		checkProblems(t, probs, nil)
+		a := cfg.L2Advertisements[0]
+		if !a.Selects(labels.Set{"app": "web"}) || a.Selects(labels.Set{"app": "db"}) || a.Selects(nil) {
+			t.Error("service selectors not applied")
+		}
+		for _, tc := range []struct {
+			node labels.Set
+			want int32
+		}{{labels.Set{"rack": "a", "gpu": "yes"}, 71}, {labels.Set{"rack": "a"}, 51}, {labels.Set{}, 1}, {nil, 1}} {
+			if got := a.Score(tc.node); got != tc.want {
+				t.Errorf("Score(%v) = %d, want %d", tc.node, got, tc.want)
+			}
+		}
+		adv.Spec.PreferredNodeSelectors[0].Weight = 0
+		_, probs = Parse(Objects{Pools: pools, L2Advertisements: []v1beta1.L2Advertisement{adv}})
+		checkProblems(t, probs, []want{{Error, KindL2Advertisement, "l2", "spec.preferredNodeSelectors[0].weight", "not a weight"}})
+	})
+	t.Run("BGP", func(t *testing.T) {
+		for _, tc := range []struct {
+			name     string
+			spec     v1beta1.BGPAdvertisementSpec
+			problems []want
+		}{
+			{"service selectors", v1beta1.BGPAdvertisementSpec{ServiceSelectors: []v1beta1.LabelSelector{web}, AggregationLength: i32(32)}, nil},
+			{"service selectors with aggregation", v1beta1.BGPAdvertisementSpec{ServiceSelectors: []v1beta1.LabelSelector{web}, AggregationLength: i32(24)},
+				[]want{{Error, KindBGPAdvertisement, "b", "spec.serviceSelectors", "needs aggregationLength 32"}}},
+			{"service selectors with v6 aggregation", v1beta1.BGPAdvertisementSpec{ServiceSelectors: []v1beta1.LabelSelector{web}, AggregationLengthV6: i32(64)},
+				[]want{{Error, KindBGPAdvertisement, "b", "spec.serviceSelectors", "needs aggregationLengthV6 128"}}},
+			{"as-path prepend", v1beta1.BGPAdvertisementSpec{AsPathPrepend: 2},
+				[]want{{Error, KindBGPAdvertisement, "b", "spec.asPathPrepend", "not implemented by Herald yet"}}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				adv := v1beta1.BGPAdvertisement{ObjectMeta: meta("b", 0), Spec: tc.spec}
+				cfg, probs := Parse(Objects{Pools: pools, BGPAdvertisements: []v1beta1.BGPAdvertisement{adv}})
+				checkProblems(t, probs, tc.problems)
+				if len(tc.problems) == 0 {
+					a := cfg.BGPAdvertisements[0]
+					if !a.Selects(labels.Set{"app": "web"}) || a.Selects(labels.Set{"app": "db"}) {
+						t.Error("service selectors not applied")
+					}
+				} else if len(cfg.BGPAdvertisements) != 0 {
+					t.Error("refused advertisement is in the config")
+				}
+			})
+		}
+	})
 }

@@ -26,7 +26,7 @@ func parsePeers(objs []v1beta1.BGPPeer, cfg *Config, brokenBFD map[string]bool, 
 	var accepted []*Peer
 	for i := range sorted {
 		r := &reporter{kind: KindBGPPeer, name: sorted[i].Name, out: probs}
-		p := parsePeer(&sorted[i].Spec, sorted[i].Name, r)
+		p := parsePeer(&sorted[i].Spec, sorted[i].Name, sorted[i].Namespace, r)
 		if p == nil {
 			continue
 		}
@@ -61,21 +61,22 @@ func duplicatePeer(accepted []*Peer, p *Peer) *Peer {
 	return nil
 }
 
-func parsePeer(s *v1beta1.BGPPeerSpec, name string, r *reporter) *Peer {
+func parsePeer(s *v1beta1.BGPPeerSpec, name, namespace string, r *reporter) *Peer {
 	p := &Peer{
 		Name:            name,
 		MyASN:           s.MyASN,
 		PeerASN:         s.PeerASN,
 		Port:            s.PeerPort,
 		EBGPMultiHop:    s.EBGPMultiHop,
-		GracefulRestart: s.GracefulRestart,
+		GracefulRestart: s.GracefulRestart || s.EnableGracefulRestart,
 		HoldTime:        DefaultHoldTime,
 		ConnectTime:     DefaultConnectTime,
 	}
+	unimplementedPeerFields(s, r)
 	if p.MyASN == 0 {
 		r.errorf("spec.myASN", "must be set (1-4294967295)")
 	}
-	if p.PeerASN == 0 {
+	if p.PeerASN == 0 && s.DynamicASN == "" {
 		r.errorf("spec.peerASN", "must be set (1-4294967295)")
 	}
 	if p.Port == 0 {
@@ -85,7 +86,12 @@ func parsePeer(s *v1beta1.BGPPeerSpec, name string, r *reporter) *Peer {
 		r.errorf("spec.ebgpMultiHop", "applies to eBGP only, but myASN equals peerASN (%d)", p.MyASN)
 	}
 	var err error
-	if p.Address, err = netip.ParseAddr(s.PeerAddress); err != nil || p.Address.Zone() != "" {
+	switch p.Address, err = netip.ParseAddr(s.PeerAddress); {
+	case s.PeerAddress == "" && s.Interface != "":
+		// unimplementedPeerFields reported the interface.
+	case s.PeerAddress == "":
+		r.errorf("spec.peerAddress", "must be set")
+	case err != nil || p.Address.Zone() != "":
 		r.errorf("spec.peerAddress", "%q is not an IP address", s.PeerAddress)
 	}
 	if s.SourceAddress != "" {
@@ -127,17 +133,58 @@ func parsePeer(s *v1beta1.BGPPeerSpec, name string, r *reporter) *Peer {
 			r.errorf("spec.connectTime", "%s is shorter than 1s", p.ConnectTime)
 		}
 	}
-	if s.PasswordSecret != nil {
-		if s.PasswordSecret.Name == "" {
-			r.errorf("spec.passwordSecret.name", "must name a Secret")
-		}
-		p.PasswordSecret = s.PasswordSecret.Name
-	}
+	parsePassword(s, namespace, p, r)
 	p.NodeSelectors = compileSelectors(r, "spec.nodeSelectors", s.NodeSelectors)
 	if r.broken {
 		return nil
 	}
 	return p
+}
+
+// parsePassword reads spec.password and spec.passwordSecret. An empty
+// passwordSecret ({}) is none, as MetalLB reads it. A Secret in another
+// namespace than the peer's own (Herald's install namespace, the only one
+// whose Secrets the controller reads) is refused: a session without its
+// password is one the router silently refuses.
+func parsePassword(s *v1beta1.BGPPeerSpec, namespace string, p *Peer, r *reporter) {
+	ref := s.PasswordSecret
+	if ref != nil && ref.Name == "" && ref.Namespace == "" {
+		ref = nil
+	}
+	p.InlinePassword = s.Password != ""
+	switch {
+	case ref == nil:
+	case p.InlinePassword:
+		r.errorf("spec.passwordSecret", "cannot be set together with spec.password")
+	case ref.Name == "":
+		r.errorf("spec.passwordSecret.name", "must name a Secret")
+	case ref.Namespace != "" && ref.Namespace != namespace:
+		r.errorf("spec.passwordSecret.namespace", "%q is not the BGPPeer's namespace %q: Herald reads password Secrets only in its install namespace (copy the Secret there)", ref.Namespace, namespace)
+	default:
+		p.PasswordSecret = ref.Name
+	}
+}
+
+// unimplementedPeerFields refuses MetalLB's BGPPeer fields Herald does not
+// implement, naming each (docs/metallb.md), and warns about those whose
+// meaning Herald's sessions already have or cannot have.
+func unimplementedPeerFields(s *v1beta1.BGPPeerSpec, r *reporter) {
+	const why = "is not implemented by Herald yet: the peer is refused rather than peered without it (docs/metallb.md)"
+	if s.LocalASN != 0 {
+		r.errorf("spec.localASN", "%s", why)
+	}
+	if s.DynamicASN != "" {
+		r.errorf("spec.dynamicASN", "%s; set peerASN", why)
+	}
+	if s.Interface != "" {
+		r.errorf("spec.interface", "%s; set peerAddress", why)
+	}
+	if s.VRF != "" {
+		r.errorf("spec.vrf", "%s", why)
+	}
+	if s.DisableMP {
+		r.warnf("spec.disableMP", "has no effect: Herald negotiates both unicast families on one session")
+	}
 }
 
 // selectorListsOverlap reports whether some node could match both lists (an

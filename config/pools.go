@@ -186,13 +186,17 @@ func parseRanges(in []string, r *reporter) []Range {
 	}
 	var items []item
 	for i, s := range in {
+		field := fmt.Sprintf("spec.addresses[%d]", i)
 		rg, err := ParseRange(s)
 		if err == nil {
 			err = checkUsable(rg)
 		}
 		if err != nil {
-			r.errorf(fmt.Sprintf("spec.addresses[%d]", i), "%v", err)
+			r.errorf(field, "%v", err)
 			continue
+		}
+		if rg.Prefix.IsValid() && strings.TrimSpace(s) != rg.Prefix.String() && hostBitsSet(s) {
+			r.warnf(field, "%q has host bits set: the pool holds the network %s, as MetalLB reads it", s, rg.Prefix)
 		}
 		items = append(items, item{rg, i})
 	}
@@ -260,8 +264,15 @@ func checkUsable(rg Range) error {
 	return nil
 }
 
-// ParseRange parses one pool entry: a CIDR (10.0.0.0/24, fd00::/120) or an
-// inclusive range of one family (10.0.0.10-10.0.0.20).
+// hostBitsSet reports whether the CIDR s has bits set below its mask.
+func hostBitsSet(s string) bool {
+	p, err := netip.ParsePrefix(strings.TrimSpace(s))
+	return err == nil && p.Masked() != p
+}
+
+// ParseRange parses one pool entry: a CIDR (10.0.0.0/24, fd00::/120; host
+// bits are cleared, 10.0.0.5/24 is 10.0.0.0/24) or an inclusive range of one
+// family (10.0.0.10-10.0.0.20).
 func ParseRange(s string) (Range, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -275,9 +286,9 @@ func ParseRange(s string) (Range, error) {
 		if err := plainAddr(p.Addr(), s); err != nil {
 			return Range{}, err
 		}
-		if p.Masked() != p {
-			return Range{}, fmt.Errorf("%q has host bits set (the network is %s)", s, p.Masked())
-		}
+		// MetalLB reads a CIDR with host bits set as its network; so does
+		// Herald (parseRanges warns).
+		p = p.Masked()
 		return Range{First: p.Addr(), Last: lastAddr(p), Prefix: p}, nil
 	}
 	first, last, ok := strings.Cut(s, "-")

@@ -263,6 +263,31 @@ type L2AdvertisementSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^[^/:\x00-\x20\x7f]+$`
 	// +kubebuilder:validation:items:XValidation:rule="bytes(self).size() <= 15 && self != '.' && self != '..'",message="must be a Linux interface name: at most 15 bytes, not '.' or '..'"
 	Interfaces []string `json:"interfaces,omitempty"`
+	// ServiceSelectors limit the Services announced to those whose labels
+	// match one of the selectors; empty means every Service of the selected
+	// pools. MetalLB's field, with its meaning.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	ServiceSelectors []LabelSelector `json:"serviceSelectors,omitempty"`
+	// PreferredNodeSelectors weigh the nodes that may announce (MetalLB's
+	// field, with its meaning): a node's score is the sum of the weights of
+	// the preferences it matches, and each address is announced by one of
+	// the ready nodes with the highest score, elected among them as usual.
+	// When no preferred node can announce, any other eligible node does.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	PreferredNodeSelectors []PreferredNodeSelector `json:"preferredNodeSelectors,omitempty"`
+}
+
+// PreferredNodeSelector gives the nodes it selects a weight in the L2
+// election.
+type PreferredNodeSelector struct {
+	// Weight is added to the score of every node the preference selects.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Weight int32 `json:"weight"`
+	// Preference selects the nodes; empty selects every node.
+	Preference LabelSelector `json:"preference"`
 }
 
 // L2AdvertisementList is a list of L2Advertisement.
@@ -333,6 +358,20 @@ type BGPAdvertisementSpec struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:items:XValidation:rule="!self.contains(':') || (self.startsWith('large:') ? self.matches('^large:[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10}$') && self.split(':').all(p, p == 'large' || int(p) <= 4294967295) : self.matches('^[0-9]{1,5}:[0-9]{1,5}$') && self.split(':').all(p, int(p) <= 65535))",message="must be a standard community (two numbers 0-65535, 65000:100), a large community (large: and three numbers 0-4294967295, large:1:2:3), a well-known name or a Community alias without ':'"
 	Communities []string `json:"communities,omitempty"`
+	// ServiceSelectors limit the Services announced to those whose labels
+	// match one of the selectors; empty means every Service of the selected
+	// pools. As in MetalLB, it needs the default aggregation lengths (32 and
+	// 128): an aggregate route does not belong to one Service.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	ServiceSelectors []LabelSelector `json:"serviceSelectors,omitempty"`
+	// AsPathPrepend is MetalLB's AS-path prepend count. Herald does not
+	// implement it yet: an advertisement that sets it is refused (not
+	// announced without the prepend).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=255
+	AsPathPrepend uint8 `json:"asPathPrepend,omitempty"`
 }
 
 // BGPAdvertisementList is a list of BGPAdvertisement.
@@ -365,15 +404,19 @@ type BGPPeerSpec struct {
 	// +kubebuilder:validation:Maximum=4294967295
 	// +kubebuilder:validation:Format=int64
 	MyASN uint32 `json:"myASN"`
-	// PeerASN is the router's AS number (1-4294967295).
-	// +kubebuilder:validation:Minimum=1
+	// PeerASN is the router's AS number (1-4294967295). Required: Herald
+	// does not implement dynamicASN yet.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=4294967295
 	// +kubebuilder:validation:Format=int64
-	PeerASN uint32 `json:"peerASN"`
-	// PeerAddress is the router's IPv4 or IPv6 address.
+	PeerASN uint32 `json:"peerASN,omitempty"`
+	// PeerAddress is the router's IPv4 or IPv6 address. Required: Herald
+	// does not implement unnumbered peering (interface) yet.
+	// +optional
 	// +kubebuilder:validation:MaxLength=45
 	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IPv4 or IPv6 address, without a zone"
-	PeerAddress string `json:"peerAddress"`
+	PeerAddress string `json:"peerAddress,omitempty"`
 	// PeerPort is the router's TCP port (default 179).
 	// +optional
 	// +kubebuilder:validation:Minimum=1
@@ -415,8 +458,16 @@ type BGPPeerSpec struct {
 	// EBGPMultiHop allows an eBGP peer that is not directly connected.
 	// +optional
 	EBGPMultiHop bool `json:"ebgpMultiHop,omitempty"`
+	// Password is the TCP MD5 password written inline (MetalLB's field; a
+	// passwordSecret keeps it out of the BGPPeer, which more people can
+	// read). At most 80 bytes, the TCP MD5 key limit. Not with
+	// passwordSecret.
+	// +optional
+	// +kubebuilder:validation:MaxLength=80
+	Password string `json:"password,omitempty"`
 	// PasswordSecret names a Secret of type kubernetes.io/basic-auth in the
 	// install namespace whose "password" key holds the TCP MD5 password.
+	// An empty reference ({}) means none.
 	// +optional
 	PasswordSecret *SecretReference `json:"passwordSecret,omitempty"`
 	// NodeSelectors limit the nodes that peer; empty means every node.
@@ -427,6 +478,10 @@ type BGPPeerSpec struct {
 	// the routes while a speaker restarts.
 	// +optional
 	GracefulRestart bool `json:"gracefulRestart,omitempty"`
+	// EnableGracefulRestart is MetalLB's name for GracefulRestart; either
+	// enables it.
+	// +optional
+	EnableGracefulRestart bool `json:"enableGracefulRestart,omitempty"`
 	// BFDProfile names a BFDProfile: the speakers run a single-hop BFD
 	// session with the peer and reset the BGP session as soon as BFD says
 	// the path is down. A missing or invalid profile leaves the session
@@ -434,15 +489,59 @@ type BGPPeerSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	BFDProfile string `json:"bfdProfile,omitempty"`
+
+	// The fields below are MetalLB's. Herald reads them so that none is
+	// lost on the way over; those it does not implement make the peer
+	// invalid with a message naming the field (docs/metallb.md).
+
+	// LocalASN is MetalLB's per-session local AS (local-as). Not
+	// implemented yet: a peer that sets it is refused.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
+	LocalASN uint32 `json:"localASN,omitempty"`
+	// DynamicASN is MetalLB's peer AS detection (internal or external).
+	// Not implemented yet: a peer that sets it is refused.
+	// +optional
+	// +kubebuilder:validation:Enum=internal;external
+	DynamicASN string `json:"dynamicASN,omitempty"`
+	// Interface is MetalLB's unnumbered peering over an interface's IPv6
+	// link-local address. Not implemented yet: a peer that sets it is
+	// refused.
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	Interface string `json:"interface,omitempty"`
+	// VRF is MetalLB's VRF of the session. Not implemented yet: a peer that
+	// sets it is refused (peering from the default VRF instead would reach
+	// the wrong router).
+	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	VRF string `json:"vrf,omitempty"`
+	// DisableMP is MetalLB's (deprecated) split of IPv4 and IPv6 into
+	// separate sessions. Herald negotiates both unicast families on one
+	// session; true gives a warning.
+	// +optional
+	DisableMP bool `json:"disableMP,omitempty"`
+	// DualStackAddressFamily is MetalLB's switch to carry both families on
+	// the session. Herald always negotiates both, as true does.
+	// +optional
+	DualStackAddressFamily bool `json:"dualStackAddressFamily,omitempty"`
 }
 
-// SecretReference names a Secret in the install namespace.
+// SecretReference names a Secret. Herald reads password Secrets in its
+// install namespace only. Both fields empty means no Secret (what MetalLB's
+// ConfigMap migration writes for every peer).
 type SecretReference struct {
 	// Name is the Secret's name.
-	// +kubebuilder:validation:MinLength=1
+	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
-	Name string `json:"name"`
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$`
+	Name string `json:"name,omitempty"`
+	// Namespace is MetalLB's field: empty or Herald's install namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // BGPPeerList is a list of BGPPeer.
