@@ -262,7 +262,7 @@ type Peer struct {
 	// InlinePassword is set when the password is written in the BGPPeer
 	// (spec.password). Either way the speakers read it from the
 	// controller's copy, never from here.
-	InlinePassword bool
+	InlinePassword  bool
 	NodeSelectors   []labels.Selector
 	GracefulRestart bool
 	// BFDProfile names the valid BFDProfile of the session, or "" (none
