@@ -386,7 +386,8 @@ func sessionTemplate(cfg *config.Config, cp *config.Peer) BGPSession {
 		EBGPMultihopTTL: multihopTTL(cp),
 		GracefulRestart: cp.GracefulRestart,
 	}
-	if cp.PasswordSecret != "" {
+	if cp.PasswordSecret != "" || cp.InlinePassword {
+		// An inline password reaches the speakers through the same copy.
 		s.PasswordSecret = SecretRef{cp.PasswordSecret, config.BGPPasswordKey}
 	}
 	if bp := cfg.BFDProfile(cp.BFDProfile); cp.BFDProfile != "" && bp != nil {
