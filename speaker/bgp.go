@@ -89,8 +89,12 @@ func buildBGP(d plan.BGPDesired, password func(peer string, ref plan.SecretRef) 
 		if s.PasswordSecret != (plan.SecretRef{}) {
 			pw, err := password(s.Name, s.PasswordSecret)
 			if err != nil {
-				st.problems = append(st.problems, fmt.Errorf("bgp peer %s: password of Secret %s: %w; session left out",
-					s.Name, s.PasswordSecret.Name, err))
+				from := "spec.password"
+				if s.PasswordSecret.Name != "" {
+					from = "Secret " + s.PasswordSecret.Name
+				}
+				st.problems = append(st.problems, fmt.Errorf("bgp peer %s: password (%s): %w; session left out",
+					s.Name, from, err))
 				continue
 			}
 			p.Password = pw

@@ -94,7 +94,7 @@ func TestBuildBGP(t *testing.T) {
 				Routes: []plan.BGPRoute{{Prefix: pfx("192.0.2.10/32"), Peers: []string{"a", "b"}}},
 			},
 			want: want{peers: map[string][]string{"10.0.0.1": {"192.0.2.10/32"}},
-				problems: []string{`bgp peer b: password of Secret gone: secrets "gone" not found`}},
+				problems: []string{`bgp peer b: password (Secret gone): secrets "gone" not found`}},
 			check: func(t *testing.T, d bgp.Desired) {
 				if d.Peers[0].Password != "s3cret" {
 					t.Errorf("password %q", d.Peers[0].Password)
