@@ -25,15 +25,35 @@ import (
 // passwordSecret cannot be copied for the speakers.
 const EventPasswordSecretInvalid = "PasswordSecretInvalid"
 
-// peerSecret is a BGPPeer and the Secret its spec.passwordSecret names.
+// peerSecret is a BGPPeer and where its password is: the Secret its
+// spec.passwordSecret names, or inline in spec.password.
 type peerSecret struct {
 	peer   string
 	secret string
+	inline string
+}
+
+// passwordSource reads where a BGPPeer (as stored, unstructured) keeps its
+// password, with config.Parse's rules: spec.password, or a passwordSecret
+// naming a Secret in the peer's own namespace. A peer with neither, or
+// with one Parse refuses (both set, another namespace), has none here: its
+// Valid condition says why.
+func passwordSource(p *unstructured.Unstructured) (peerSecret, bool) {
+	inline, _, _ := unstructured.NestedString(p.Object, "spec", "password")
+	name, _, _ := unstructured.NestedString(p.Object, "spec", "passwordSecret", "name")
+	ns, _, _ := unstructured.NestedString(p.Object, "spec", "passwordSecret", "namespace")
+	switch {
+	case inline != "" && name == "":
+		return peerSecret{peer: p.GetName(), inline: inline}, true
+	case inline == "" && name != "" && (ns == "" || ns == p.GetNamespace()):
+		return peerSecret{peer: p.GetName(), secret: name}, true
+	}
+	return peerSecret{}, false
 }
 
 // passwordData is the content of the speakers' password copy: for each
-// peer that names a passwordSecret, the Secret's password under the peer's
-// name. A Secret that is missing, of another type than
+// peer with a password, the password (inline, or the Secret's) under the
+// peer's name. A Secret that is missing, of another type than
 // kubernetes.io/basic-auth, or without a password is left out with a
 // problem naming the peer and why (the speakers then leave the session out,
 // as for a missing Secret). Pure: get reads the install namespace's Secrets.
@@ -41,6 +61,10 @@ func passwordData(peers []peerSecret, get func(name string) (*corev1.Secret, err
 	data := map[string][]byte{}
 	problems := map[string]string{}
 	for _, p := range peers {
+		if p.secret == "" {
+			data[p.peer] = []byte(p.inline)
+			continue
+		}
 		s, err := get(p.secret)
 		switch {
 		case apierrors.IsNotFound(err):
@@ -104,9 +128,8 @@ func (b *bgpPasswords) Reconcile(ctx context.Context, _ reconcile.Request) (reco
 	byName := map[string]*unstructured.Unstructured{}
 	for i := range peers.Items {
 		p := &peers.Items[i]
-		name, _, _ := unstructured.NestedString(p.Object, "spec", "passwordSecret", "name")
-		if name != "" {
-			refs = append(refs, peerSecret{peer: p.GetName(), secret: name})
+		if ref, ok := passwordSource(p); ok {
+			refs = append(refs, ref)
 			byName[p.GetName()] = p
 		}
 	}

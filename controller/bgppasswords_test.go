@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -33,10 +34,12 @@ func TestPasswordData(t *testing.T) {
 		problems map[string]string
 	}{
 		{"none", nil, map[string][]byte{}, map[string]string{}},
-		{"two peers share a Secret", []peerSecret{{"a", "good"}, {"b", "good"}},
+		{"two peers share a Secret", []peerSecret{{"a", "good", ""}, {"b", "good", ""}},
 			map[string][]byte{"a": []byte("s3cret"), "b": []byte("s3cret")}, map[string]string{}},
+		{"inline beside a Secret", []peerSecret{{"a", "", "inl1ne"}, {"b", "good", ""}},
+			map[string][]byte{"a": []byte("inl1ne"), "b": []byte("s3cret")}, map[string]string{}},
 		{"each bad Secret costs only its peer",
-			[]peerSecret{{"a", "good"}, {"b", "opaque"}, {"c", "empty"}, {"d", "gone"}, {"e", "broken"}},
+			[]peerSecret{{"a", "good", ""}, {"b", "opaque", ""}, {"c", "empty", ""}, {"d", "gone", ""}, {"e", "broken", ""}},
 			map[string][]byte{"a": []byte("s3cret")},
 			map[string]string{
 				"b": `Secret opaque is of type "Opaque", want kubernetes.io/basic-auth`,
@@ -52,6 +55,38 @@ func TestPasswordData(t *testing.T) {
 			}
 			if !maps.Equal(problems, tc.problems) {
 				t.Errorf("problems %q, want %q", problems, tc.problems)
+			}
+		})
+	}
+}
+
+// TestPasswordSource: where a stored BGPPeer's password is, by config.Parse's
+// rules (MetalLB's fields: inline password, passwordSecret {} and its
+// namespace).
+func TestPasswordSource(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec map[string]any
+		want peerSecret
+		ok   bool
+	}{
+		{"none", map[string]any{}, peerSecret{}, false},
+		{"empty reference", map[string]any{"passwordSecret": map[string]any{}}, peerSecret{}, false},
+		{"Secret", map[string]any{"passwordSecret": map[string]any{"name": "s"}}, peerSecret{"p", "s", ""}, true},
+		{"Secret in the peer's namespace", map[string]any{"passwordSecret": map[string]any{"name": "s", "namespace": "herald-system"}},
+			peerSecret{"p", "s", ""}, true},
+		{"Secret in another namespace", map[string]any{"passwordSecret": map[string]any{"name": "s", "namespace": "metallb-system"}},
+			peerSecret{}, false},
+		{"inline", map[string]any{"password": "pw", "passwordSecret": map[string]any{}}, peerSecret{"p", "", "pw"}, true},
+		{"both", map[string]any{"password": "pw", "passwordSecret": map[string]any{"name": "s"}}, peerSecret{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: map[string]any{"spec": tc.spec}}
+			u.SetName("p")
+			u.SetNamespace("herald-system")
+			got, ok := passwordSource(u)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("passwordSource = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
 			}
 		})
 	}
