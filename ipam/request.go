@@ -16,7 +16,33 @@ const (
 	AnnotationMetalLBLoadBalancerIPs = "metallb.io/loadBalancerIPs"
 	AnnotationMetalLBAddressPool     = "metallb.io/address-pool"
 	AnnotationMetalLBAllowSharedIP   = "metallb.io/allow-shared-ip"
+
+	// MetalLB's older names of its three annotations, which its controller
+	// still honours when the metallb.io one is not set; so does Herald.
+	AnnotationMetalLBDeprecatedLoadBalancerIPs = "metallb.universe.tf/loadBalancerIPs"
+	AnnotationMetalLBDeprecatedAddressPool     = "metallb.universe.tf/address-pool"
+	AnnotationMetalLBDeprecatedAllowSharedIP   = "metallb.universe.tf/allow-shared-ip"
 )
+
+// annotation is a Service annotation's trimmed value and the name it was
+// found under ("" when unset or empty).
+type annotation struct{ value, name string }
+
+func lookup(ann map[string]string, name string) annotation {
+	if v := strings.TrimSpace(ann[name]); v != "" {
+		return annotation{v, name}
+	}
+	return annotation{}
+}
+
+// metallbAnnotation reads one of MetalLB's annotations as MetalLB does: the
+// metallb.io name, else the older metallb.universe.tf one.
+func metallbAnnotation(ann map[string]string, name, deprecated string) annotation {
+	if a := lookup(ann, name); a.name != "" {
+		return a
+	}
+	return lookup(ann, deprecated)
+}
 
 // Request is what a Service asks of the allocator.
 type Request struct {
@@ -44,7 +70,8 @@ func ParseRequest(key string, annotations map[string]string, loadBalancerIP stri
 		return Request{}, newError(key, BadRequest, fmt.Sprintf(format, args...))
 	}
 
-	ips, ipsName, err := oneOf(annotations, AnnotationLoadBalancerIPs, AnnotationMetalLBLoadBalancerIPs, true)
+	ips, ipsName, err := oneOf(lookup(annotations, AnnotationLoadBalancerIPs),
+		metallbAnnotation(annotations, AnnotationMetalLBLoadBalancerIPs, AnnotationMetalLBDeprecatedLoadBalancerIPs), true)
 	if err != nil {
 		return bad("%s", err)
 	}
@@ -71,10 +98,12 @@ func ParseRequest(key string, annotations map[string]string, loadBalancerIP stri
 		req.Addrs = []netip.Addr{a}
 	}
 
-	if req.Pool, _, err = oneOf(annotations, AnnotationAddressPool, AnnotationMetalLBAddressPool, false); err != nil {
+	if req.Pool, _, err = oneOf(lookup(annotations, AnnotationAddressPool),
+		metallbAnnotation(annotations, AnnotationMetalLBAddressPool, AnnotationMetalLBDeprecatedAddressPool), false); err != nil {
 		return bad("%s", err)
 	}
-	if req.SharingKey, _, err = oneOf(annotations, AnnotationAllowSharedIP, AnnotationMetalLBAllowSharedIP, false); err != nil {
+	if req.SharingKey, _, err = oneOf(lookup(annotations, AnnotationAllowSharedIP),
+		metallbAnnotation(annotations, AnnotationMetalLBAllowSharedIP, AnnotationMetalLBDeprecatedAllowSharedIP), false); err != nil {
 		return bad("%s", err)
 	}
 	return req, nil
@@ -83,23 +112,17 @@ func ParseRequest(key string, annotations map[string]string, loadBalancerIP stri
 // oneOf returns the trimmed value of annotation a or b and the name of the one
 // that is set. Both set is an error when alwaysConflict is true or the values
 // differ.
-func oneOf(ann map[string]string, a, b string, alwaysConflict bool) (value, name string, err error) {
-	va, oka := ann[a]
-	vb, okb := ann[b]
-	va, vb = strings.TrimSpace(va), strings.TrimSpace(vb)
-	oka, okb = oka && va != "", okb && vb != ""
+func oneOf(a, b annotation, alwaysConflict bool) (value, name string, err error) {
 	switch {
-	case oka && okb:
-		if alwaysConflict || va != vb {
-			return "", "", fmt.Errorf("annotations %s (%q) and %s (%q) are both set; use only one", a, va, b, vb)
+	case a.name != "" && b.name != "":
+		if alwaysConflict || a.value != b.value {
+			return "", "", fmt.Errorf("annotations %s (%q) and %s (%q) are both set; use only one", a.name, a.value, b.name, b.value)
 		}
-		return va, a, nil
-	case oka:
-		return va, a, nil
-	case okb:
-		return vb, b, nil
+		return a.value, a.name, nil
+	case a.name != "":
+		return a.value, a.name, nil
 	}
-	return "", "", nil
+	return b.value, b.name, nil
 }
 
 func parseAddrList(s string) ([]netip.Addr, error) {

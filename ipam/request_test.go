@@ -36,6 +36,12 @@ func TestParseRequest(t *testing.T) {
 		{name: "sharing key herald", ann: map[string]string{AnnotationAllowSharedIP: "k"}, want: Request{SharingKey: "k"}},
 		{name: "sharing key metallb", ann: map[string]string{AnnotationMetalLBAllowSharedIP: "k"}, want: Request{SharingKey: "k"}},
 		{name: "sharing keys differ", ann: map[string]string{AnnotationAllowSharedIP: "k", AnnotationMetalLBAllowSharedIP: "j"}, wantErr: "are both set"},
+		{name: "metallb.universe.tf addresses", ann: map[string]string{AnnotationMetalLBDeprecatedLoadBalancerIPs: "10.0.0.5"}, want: Request{Addrs: addrs("10.0.0.5")}},
+		{name: "metallb.io wins over metallb.universe.tf", ann: map[string]string{AnnotationMetalLBLoadBalancerIPs: "10.0.0.5", AnnotationMetalLBDeprecatedLoadBalancerIPs: "10.0.0.6"}, want: Request{Addrs: addrs("10.0.0.5")}},
+		{name: "herald and metallb.universe.tf addresses", ann: map[string]string{AnnotationLoadBalancerIPs: "10.0.0.5", AnnotationMetalLBDeprecatedLoadBalancerIPs: "10.0.0.5"}, wantErr: "herald.dev/loadBalancerIPs (\"10.0.0.5\") and metallb.universe.tf/loadBalancerIPs (\"10.0.0.5\") are both set"},
+		{name: "metallb.universe.tf pool", ann: map[string]string{AnnotationMetalLBDeprecatedAddressPool: "lan"}, want: Request{Pool: "lan"}},
+		{name: "herald and metallb.universe.tf pools differ", ann: map[string]string{AnnotationAddressPool: "lan", AnnotationMetalLBDeprecatedAddressPool: "wan"}, wantErr: "metallb.universe.tf/address-pool (\"wan\")"},
+		{name: "metallb.universe.tf sharing key", ann: map[string]string{AnnotationMetalLBDeprecatedAllowSharedIP: "k"}, want: Request{SharingKey: "k"}},
 		{name: "empty annotation is unset", ann: map[string]string{AnnotationAddressPool: " ", AnnotationMetalLBAddressPool: "wan"}, want: Request{Pool: "wan"}},
 	}
 	for _, tc := range cases {
