@@ -103,6 +103,9 @@ func restoreViews(svc *corev1.Service, nsLabels map[string]string) []ipam.Servic
 	keys := []string{""}
 	h := strings.TrimSpace(svc.Annotations[ipam.AnnotationAllowSharedIP])
 	m := strings.TrimSpace(svc.Annotations[ipam.AnnotationMetalLBAllowSharedIP])
+	if m == "" {
+		m = strings.TrimSpace(svc.Annotations[ipam.AnnotationMetalLBDeprecatedAllowSharedIP])
+	}
 	switch {
 	case h != "" && m != "" && h != m:
 		keys = []string{h, m}

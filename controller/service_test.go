@@ -168,4 +168,12 @@ func TestRestoreViewsIgnoreTheRequest(t *testing.T) {
 			t.Errorf("restore view %+v must carry the ports and no request", v)
 		}
 	}
+	// MetalLB's older name of the key restores too (a Service that moved
+	// from MetalLB keeps its shared address).
+	delete(svc.Annotations, ipam.AnnotationMetalLBAllowSharedIP)
+	svc.Annotations[ipam.AnnotationMetalLBDeprecatedAllowSharedIP] = "older"
+	views = restoreViews(svc, nil)
+	if len(views) != 2 || views[1].Request.SharingKey != "older" {
+		t.Fatalf("restore views = %+v, want the metallb.universe.tf key second", views)
+	}
 }
