@@ -246,8 +246,12 @@ func (a *BGPAdvertisement) Selects(svcLabels labels.Labels) bool {
 
 // Peer is a validated BGPPeer.
 type Peer struct {
-	Name          string
-	MyASN         uint32
+	Name string
+	// MyASN is the AS the session uses: spec.localASN when set (MetalLB's
+	// local-as, no-prepend, replace-as), else spec.myASN.
+	MyASN uint32
+	// PeerASN is the router's AS: spec.peerASN, or MyASN with
+	// spec.dynamicASN internal.
 	PeerASN       uint32
 	Address       netip.Addr
 	Port          uint16

@@ -76,8 +76,22 @@ func parsePeer(s *v1beta1.BGPPeerSpec, name, namespace string, r *reporter) *Pee
 	if p.MyASN == 0 {
 		r.errorf("spec.myASN", "must be set (1-4294967295)")
 	}
-	if p.PeerASN == 0 && s.DynamicASN == "" {
-		r.errorf("spec.peerASN", "must be set (1-4294967295)")
+	if s.LocalASN != 0 {
+		// MetalLB's local-as with no-prepend and replace-as: the router
+		// sees only this AS, in the OPEN and in the AS path. Each session
+		// runs its own BGP instance here, so it is the session's AS.
+		p.MyASN = s.LocalASN
+	}
+	switch {
+	case s.DynamicASN != "" && p.PeerASN != 0:
+		r.errorf("spec.dynamicASN", "cannot be set together with spec.peerASN")
+	case s.DynamicASN == "internal":
+		// The router must be in our AS: that is peerASN.
+		p.PeerASN = p.MyASN
+	case s.DynamicASN == "":
+		if p.PeerASN == 0 {
+			r.errorf("spec.peerASN", "must be set (1-4294967295), or spec.dynamicASN")
+		}
 	}
 	if p.Port == 0 {
 		p.Port = DefaultBGPPort
@@ -170,11 +184,8 @@ func parsePassword(s *v1beta1.BGPPeerSpec, namespace string, p *Peer, r *reporte
 // meaning Herald's sessions already have or cannot have.
 func unimplementedPeerFields(s *v1beta1.BGPPeerSpec, r *reporter) {
 	const why = "is not implemented by Herald yet: the peer is refused rather than peered without it (docs/metallb.md)"
-	if s.LocalASN != 0 {
-		r.errorf("spec.localASN", "%s", why)
-	}
-	if s.DynamicASN != "" {
-		r.errorf("spec.dynamicASN", "%s; set peerASN", why)
+	if s.DynamicASN != "" && s.DynamicASN != "internal" {
+		r.errorf("spec.dynamicASN", "%q %s; set peerASN", s.DynamicASN, why)
 	}
 	if s.Interface != "" {
 		r.errorf("spec.interface", "%s; set peerAddress", why)

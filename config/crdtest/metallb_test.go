@@ -118,7 +118,15 @@ spec:
   dynamicASN: external
   interface: eth1
   vrf: red
-`, refused: []string{"spec.dynamicASN", "spec.interface", "spec.localASN", "spec.vrf"}},
+`, refused: []string{"spec.dynamicASN", "spec.interface", "spec.vrf"}},
+	{name: "iBGP peer by dynamicASN with a local AS", yaml: `
+kind: BGPPeer
+spec:
+  myASN: 64512
+  localASN: 4200000000
+  dynamicASN: internal
+  peerAddress: 10.0.0.1
+`},
 	{name: "community alias named like a well-known one", yaml: `
 kind: Community
 spec:

@@ -404,8 +404,8 @@ type BGPPeerSpec struct {
 	// +kubebuilder:validation:Maximum=4294967295
 	// +kubebuilder:validation:Format=int64
 	MyASN uint32 `json:"myASN"`
-	// PeerASN is the router's AS number (1-4294967295). Required: Herald
-	// does not implement dynamicASN yet.
+	// PeerASN is the router's AS number (1-4294967295). Required unless
+	// dynamicASN is set.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=4294967295
@@ -494,15 +494,17 @@ type BGPPeerSpec struct {
 	// lost on the way over; those it does not implement make the peer
 	// invalid with a message naming the field (docs/metallb.md).
 
-	// LocalASN is MetalLB's per-session local AS (local-as). Not
-	// implemented yet: a peer that sets it is refused.
+	// LocalASN is the AS the session uses instead of MyASN (MetalLB's
+	// local-as with no-prepend and replace-as: the router sees only this
+	// AS, in the OPEN and in the AS path).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=4294967295
 	// +kubebuilder:validation:Format=int64
 	LocalASN uint32 `json:"localASN,omitempty"`
-	// DynamicASN is MetalLB's peer AS detection (internal or external).
-	// Not implemented yet: a peer that sets it is refused.
+	// DynamicASN stands for peerASN: internal means the router's AS is
+	// ours (MyASN, or LocalASN when set). external is not implemented
+	// yet: a peer that sets it is refused. Not with peerASN.
 	// +optional
 	// +kubebuilder:validation:Enum=internal;external
 	DynamicASN string `json:"dynamicASN,omitempty"`
