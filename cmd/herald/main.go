@@ -30,6 +30,7 @@ func commands() map[string]command {
 		"svclb":      {"forward a node port to a Service (ServiceLB pods)", runSvclb},
 		"nllb":       {"balance the node's API server traffic on the loopback (bootstrap mode)", runNLLB},
 		"cleanup":    {"remove what a release wrote at run time (after helm uninstall)", runCleanup},
+		"migrate":    {"convert MetalLB's configuration into Herald's (objects to stdout, report to stderr)", runMigrate},
 		"ccm":        {"run as the cluster's cloud provider: LoadBalancer and node lifecycle (cloud-controller-manager)", runCCM},
 	}
 }

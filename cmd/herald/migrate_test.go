@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const migratePool = `apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: lan, namespace: metallb-system}
+spec: {addresses: [192.168.10.0/24]}
+`
+
+const migrateAdvertisement = `apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: lan, namespace: metallb-system}
+spec: {ipAddressPools: [lan]}
+`
+
+const migrateVRFPeer = `apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: red, namespace: metallb-system}
+spec: {myASN: 64512, peerASN: 64500, peerAddress: 10.0.0.1, vrf: red, dualStackAddressFamily: true}
+`
+
+func writeTestFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestMigrate(t *testing.T) {
+	dir := t.TempDir()
+	pool := writeTestFile(t, dir, "pool.yaml", migratePool)
+	configDir := filepath.Join(dir, "config")
+	if err := os.Mkdir(configDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, configDir, "1-pool.yaml", migratePool)
+	writeTestFile(t, configDir, "2-adv.yml", migrateAdvertisement)
+	writeTestFile(t, configDir, "README.md", "not read")
+	peer := writeTestFile(t, dir, "peer.yaml", migrateVRFPeer)
+	broken := writeTestFile(t, dir, "broken.yaml", "kind: [")
+	empty := t.TempDir()
+	out := filepath.Join(dir, "out.yaml")
+
+	tests := []struct {
+		name           string
+		args           []string
+		code           int
+		stdout, stderr []string
+		// notStdout must not be in stdout.
+		notStdout string
+	}{
+		{name: "help", args: []string{"-h"}, code: 0, stderr: []string{"Usage: herald migrate", "-metallb-namespace", "Exit code 0"}},
+		{name: "nothing to read", args: nil, code: 1, stderr: []string{"herald migrate: nothing to read"}},
+		{name: "stray argument", args: []string{"-f", pool, "extra"}, code: 1, stderr: []string{`unexpected arguments: ["extra"]`}},
+		{name: "kubeconfig alone", args: []string{"-f", pool, "--kubeconfig", "k"}, code: 1, stderr: []string{"--kubeconfig needs --from-cluster"}},
+		{name: "bad flag", args: []string{"--bogus"}, code: 1, stderr: []string{"flag provided but not defined: -bogus"}},
+		{name: "missing file", args: []string{"-f", filepath.Join(dir, "nope.yaml")}, code: 1, stderr: []string{"herald migrate:", "nope.yaml"}},
+		{name: "unreadable yaml", args: []string{"-f", broken}, code: 1, stderr: []string{"herald migrate: " + broken + ": document 1:"}},
+		{name: "empty directory", args: []string{"-f", empty}, code: 1, stderr: []string{"no .yaml, .yml or .json files"}},
+		{
+			name: "a file", args: []string{"-f", pool}, code: 0,
+			stdout: []string{"apiVersion: herald.dev/v1beta1\nkind: IPAddressPool\nmetadata:\n  name: lan\n  namespace: herald-system\n"},
+			stderr: []string{"everything carried over"},
+		},
+		{
+			name: "a directory and a namespace", args: []string{"-f", configDir, "--namespace", "lb"}, code: 0,
+			stdout: []string{"kind: IPAddressPool\nmetadata:\n  name: lan\n  namespace: lb\n", "kind: L2Advertisement\nmetadata:\n  name: lan\n  namespace: lb\n"},
+			stderr: []string{"everything carried over"},
+		},
+		{
+			name: "something refused", args: []string{"-f", pool, "-f", peer}, code: 2,
+			stdout: []string{"kind: IPAddressPool", "kind: BGPPeer", "vrf: red"},
+			stderr: []string{"refused: BGPPeer metallb-system/red: spec.vrf:", "herald error: BGPPeer herald-system/red: spec.vrf:", "did not carry over"},
+		},
+		{
+			name: "to a file", args: []string{"-f", pool, "-o", out}, code: 0,
+			stderr: []string{"everything carried over"}, notStdout: "kind",
+		},
+		{name: "unwritable output", args: []string{"-f", pool, "-o", filepath.Join(dir, "no", "such", "dir.yaml")}, code: 1, stderr: []string{"herald migrate:", "dir.yaml"}},
+		{
+			name: "cluster without a kubeconfig", args: []string{"--from-cluster", "--kubeconfig", filepath.Join(dir, "no-kubeconfig")}, code: 1,
+			stderr: []string{"herald migrate: cannot load kubeconfig"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(append([]string{"migrate"}, tc.args...), &stdout, &stderr)
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", code, tc.code, stderr.String())
+			}
+			for _, s := range tc.stdout {
+				if !strings.Contains(stdout.String(), s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout.String())
+				}
+			}
+			for _, s := range tc.stderr {
+				if !strings.Contains(stderr.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr.String())
+				}
+			}
+			if tc.notStdout != "" && strings.Contains(stdout.String(), tc.notStdout) {
+				t.Errorf("stdout has %q:\n%s", tc.notStdout, stdout.String())
+			}
+		})
+	}
+	written, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(written), "kind: IPAddressPool") {
+		t.Errorf("-o wrote:\n%s", written)
+	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("-o file mode %v (%v), want 0600: it may hold password Secrets", st.Mode().Perm(), err)
+	}
+}
+
+func TestReadFilesStdin(t *testing.T) {
+	objs, err := readFiles([]string{"-"}, strings.NewReader(migratePool+"---\n"+migrateAdvertisement))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 2 || objs[0]["kind"] != "IPAddressPool" || objs[1]["kind"] != "L2Advertisement" {
+		t.Errorf("read %v from stdin, want the pool and the advertisement", objs)
+	}
+}
