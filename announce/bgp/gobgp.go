@@ -72,6 +72,16 @@ func apiPath(r *Route, withdraw bool) (*apiutil.Path, error) {
 	return &apiutil.Path{Family: fam, Nlri: nlri, Attrs: attrs, Withdrawal: withdraw}, nil
 }
 
+// GracefulRestartTime is the Restart Time a session with graceful restart
+// advertises: how long a router keeps our routes after the session drops,
+// waiting for the speaker to come back (FRR's and MetalLB's default).
+// GracefulRestartDeferral bounds how long a restarted session waits for the
+// router's End-of-RIB before it sends our routes.
+const (
+	GracefulRestartTime     = 120
+	GracefulRestartDeferral = 5
+)
+
 // apiPeer builds the GoBGP neighbour for p (normalized). Both unicast
 // families are always configured, so a later first IPv6 prefix on an IPv4
 // session needs no new session; a router that does not offer a family
@@ -105,7 +115,17 @@ func apiPeer(p *Peer) *api.Peer {
 		ap.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.EBGPMultihopTTL)}
 	}
 	if p.GracefulRestart {
-		ap.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: 120}
+		// A session is new when the speaker starts (or restarts) or its
+		// settings changed: its OPEN says so (Restart State bit) and that
+		// forwarding was kept for every family (RFC 4724 Forwarding State
+		// bit; the node's kernel kept forwarding to the Service while the
+		// speaker was away), so a router holding our routes as stale
+		// keeps them until our End-of-RIB instead of flushing them at the
+		// reconnect. GoBGP sends our routes once the router's End-of-RIB
+		// arrives, or after DeferralTime at the latest (we take no routes
+		// from routers, so there is nothing to wait for but the router).
+		ap.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: GracefulRestartTime,
+			LocalRestarting: true, DeferralTime: GracefulRestartDeferral}
 		for _, a := range ap.AfiSafis {
 			a.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
 		}
