@@ -64,7 +64,6 @@ type Row struct {
 
 // The texts used by more than one row.
 const (
-	textNotInGoBGP   = "not implemented yet in Herald's GoBGP speaker: a peer that sets it is refused"
 	textSelector     = "label selectors"
 	textPeerPassword = "the TCP MD5 password, inline; not together with passwordSecret"
 )
@@ -106,9 +105,9 @@ var Table = []Row{
 	{"BGPPeer", "v1beta2", "spec.myASN", Same, ""},
 	{"BGPPeer", "v1beta2", "spec.peerASN", Same, ""},
 	{"BGPPeer", "v1beta2", "spec.localASN", Same, "the session's AS instead of myASN (local-as with no-prepend and replace-as): the router sees only it"},
-	{"BGPPeer", "v1beta2", "spec.dynamicASN", Different, "internal: the router's AS is the session's, as in MetalLB; external is not implemented yet: a peer that sets it is refused"},
+	{"BGPPeer", "v1beta2", "spec.dynamicASN", Different, "internal: the router's AS is the session's, as in MetalLB; external is refused: GoBGP v4.8.0 takes any AS when the peer AS is unset and has no way to turn an internal router away at its OPEN, so the routes would reach it before Herald could close the session"},
 	{"BGPPeer", "v1beta2", "spec.peerAddress", Same, ""},
-	{"BGPPeer", "v1beta2", "spec.interface", Refused, textNotInGoBGP},
+	{"BGPPeer", "v1beta2", "spec.interface", Refused, "not implemented yet: GoBGP v4.8.0 can peer on an interface but looks up the router's link-local address once, when the session is added, and only on a point-to-point link; Herald names sessions by address and sends IPv4 routes with IPv4 next hops only (no RFC 8950), which unnumbered IPv4 needs"},
 	{"BGPPeer", "v1beta2", "spec.sourceAddress", Same, ""},
 	{"BGPPeer", "v1beta2", "spec.peerPort", Same, ""},
 	{"BGPPeer", "v1beta2", "spec.holdTime", Same, ""},
@@ -120,9 +119,9 @@ var Table = []Row{
 	{"BGPPeer", "v1beta2", "spec.passwordSecret.name", Same, "a kubernetes.io/basic-auth Secret whose password key holds the password; an empty passwordSecret ({}) means none; migrate copies the Secret into Herald's namespace"},
 	{"BGPPeer", "v1beta2", "spec.passwordSecret.namespace", Different, "must be empty or Herald's install namespace: the controller reads password Secrets only there; another namespace is refused (migrate copies the Secret and leaves the field empty)"},
 	{"BGPPeer", "v1beta2", "spec.bfdProfile", Same, ""},
-	{"BGPPeer", "v1beta2", "spec.enableGracefulRestart", Same, "Herald's older spelling gracefulRestart is accepted too"},
+	{"BGPPeer", "v1beta2", "spec.enableGracefulRestart", Same, "Herald's older spelling gracefulRestart is accepted too; a restarted speaker's OPEN carries the Forwarding State bit, so routers keep its routes across the restart"},
 	{"BGPPeer", "v1beta2", "spec.ebgpMultiHop", Same, ""},
-	{"BGPPeer", "v1beta2", "spec.vrf", Refused, textNotInGoBGP},
+	{"BGPPeer", "v1beta2", "spec.vrf", Refused, "not implemented yet: GoBGP can bind a session to a VRF device, but the kernels Herald is tested on here are built without VRF support (CONFIG_NET_VRF unset), so it cannot be tested; peering from the default VRF instead would reach the wrong router"},
 	{"BGPPeer", "v1beta2", "spec.disableMP", Different, "Herald negotiates both unicast families on one session; true gives a warning"},
 	{"BGPPeer", "v1beta2", "spec.dualStackAddressFamily", Different, "Herald always negotiates both unicast families on every session, as true does; with false (the default) a router that also offers the other family may receive those routes; false gives no warning"},
 
