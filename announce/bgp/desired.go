@@ -84,6 +84,11 @@ type Advertisement struct {
 	// LocalPref is sent to iBGP peers only (eBGP routers ignore it, RFC
 	// 4271 5.1.5); 0 means the default, 100.
 	LocalPref uint32
+	// ASPathPrepend is how many extra times the session's local AS is put
+	// in front of the AS path (MetalLB's asPathPrepend): an eBGP router
+	// sees it that many times more than once, an iBGP router that many
+	// times.
+	ASPathPrepend uint8
 }
 
 // Community is a standard community (RFC 1997), ASN<<16 | value, and

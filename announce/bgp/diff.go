@@ -15,11 +15,16 @@ type Route struct {
 	Communities      []Community
 	LargeCommunities []LargeCommunity
 	LocalPref        uint32
+	// ASPath is the AS path the route is originated with: the session's
+	// local AS ASPathPrepend times, or empty (GoBGP puts the local AS in
+	// front of it for eBGP routers).
+	ASPath []uint32
 }
 
 func (r *Route) equal(o *Route) bool {
 	return r.Prefix == o.Prefix && r.NextHop == o.NextHop && r.LocalPref == o.LocalPref &&
-		slices.Equal(r.Communities, o.Communities) && slices.Equal(r.LargeCommunities, o.LargeCommunities)
+		slices.Equal(r.Communities, o.Communities) && slices.Equal(r.LargeCommunities, o.LargeCommunities) &&
+		slices.Equal(r.ASPath, o.ASPath)
 }
 
 // routes resolves p's advertisements (normalized: sorted by prefix).
@@ -30,6 +35,9 @@ func routes(g Global, p *Peer) []Route {
 		r := Route{Prefix: a.Prefix, NextHop: p.nextHop(a.Prefix), Communities: a.Communities, LargeCommunities: a.LargeCommunities}
 		if ibgp {
 			r.LocalPref = a.LocalPref
+		}
+		if a.ASPathPrepend > 0 {
+			r.ASPath = slices.Repeat([]uint32{p.localASN(g)}, int(a.ASPathPrepend))
 		}
 		out[i] = r
 	}

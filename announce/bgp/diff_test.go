@@ -95,6 +95,9 @@ func TestDiff(t *testing.T) {
 		{"localPref change on iBGP updates", base(), edit(func(d *Desired) {
 			d.Peers[1].Advertisements[0].LocalPref = 300
 		}), "remove=[] recreate=[] add=[ ] 192.0.2.3: ~203.0.113.10/32"},
+		{"as-path prepend updates in place", base(), edit(func(d *Desired) {
+			d.Peers[1].Advertisements[0].ASPathPrepend = 2
+		}), "remove=[] recreate=[] add=[ ] 192.0.2.3: ~203.0.113.10/32"},
 		{"localPref on eBGP is not sent, so no update", base(), edit(func(d *Desired) {
 			d.Peers[0].Advertisements[0].LocalPref = 300
 		}), "remove=[] recreate=[] add=[ ]"},
@@ -183,6 +186,16 @@ func TestRoutesResolveNextHopsAndLocalPref(t *testing.T) {
 	got = routes(d.Global, &d.Peers[1]) // iBGP: localPref kept
 	if len(got) != 1 || got[0].LocalPref != 200 {
 		t.Errorf("iBGP routes: %+v, want localPref 200", got)
+	}
+	// The prepend repeats the session's own AS: the global one, or the
+	// peer's LocalASN.
+	d.Peers[0].Advertisements[0].ASPathPrepend = 2
+	d.Peers[1].Advertisements[0].ASPathPrepend = 1
+	if got := routes(d.Global, &d.Peers[0]); !reflect.DeepEqual(got[0].ASPath, []uint32{64500, 64500}) || got[1].ASPath != nil {
+		t.Errorf("prepended routes (global AS): %+v", got)
+	}
+	if got := routes(d.Global, &d.Peers[1]); !reflect.DeepEqual(got[0].ASPath, []uint32{64502}) {
+		t.Errorf("prepended routes (peer's local AS): %+v", got)
 	}
 	p := Peer{Address: rtr6, SourceAddress: nh6, NextHopV4: netip.MustParseAddr("192.0.2.1")}
 	if nh := p.nextHop(pfx6); nh != nh6 {

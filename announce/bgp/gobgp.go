@@ -29,9 +29,9 @@ func family(p netip.Prefix) bgp.Family {
 	return bgp.RF_IPv6_UC
 }
 
-// apiPath builds the GoBGP path for r: ORIGIN IGP, the next hop (NEXT_HOP
-// for IPv4, MP_REACH_NLRI for IPv6), communities, large communities and
-// LOCAL_PREF when set. withdraw marks it as a withdrawal.
+// apiPath builds the GoBGP path for r: ORIGIN IGP, the AS path when it is
+// prepended, the next hop (NEXT_HOP for IPv4, MP_REACH_NLRI for IPv6),
+// communities, large communities and LOCAL_PREF when set. withdraw marks it as a withdrawal.
 func apiPath(r *Route, withdraw bool) (*apiutil.Path, error) {
 	nlri, err := bgp.NewIPAddrPrefix(r.Prefix)
 	if err != nil {
@@ -39,6 +39,10 @@ func apiPath(r *Route, withdraw bool) (*apiutil.Path, error) {
 	}
 	fam := family(r.Prefix)
 	attrs := []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP)}
+	if len(r.ASPath) > 0 {
+		attrs = append(attrs, bgp.NewPathAttributeAsPath([]bgp.AsPathParamInterface{
+			bgp.NewAs4PathParam(bgp.BGP_ASPATH_ATTR_TYPE_SEQ, r.ASPath)}))
+	}
 	if r.Prefix.Addr().Is4() && r.NextHop.Is4() {
 		nh, err := bgp.NewPathAttributeNextHop(r.NextHop)
 		if err != nil {

@@ -335,6 +335,42 @@ func TestRoutersInNode(t *testing.T) {
 		checkUntouched(t, m, rec, mark, before, gobgpV4, frrV4, frrV6)
 	})
 
+	t.Run("as-path prepend reaches the routers, updated in place", func(t *testing.T) {
+		before := m.Peers()
+		mark := len(rec.all())
+		d.Peers[0].Advertisements[1].ASPathPrepend = 2 // svcB to gobgpd (eBGP)
+		for i, a := range d.Peers[2].Advertisements {  // svc6 to FRR over IPv6 (eBGP)
+			if a.Prefix == svc6 {
+				d.Peers[2].Advertisements[i].ASPathPrepend = 1
+			}
+		}
+		if err := m.Set(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "the prepended paths at the routers", func() string {
+			v4, err := r.gobgpRIB("ipv4")
+			if err != nil {
+				return err.Error()
+			}
+			if got := v4[svcB.String()].ASPath; !slices.Equal(got, []uint32{asnNode, asnNode, asnNode}) {
+				return fmt.Sprintf("gobgpd: %v AS path %v, want %d three times", svcB, got, asnNode)
+			}
+			if got := v4[svcA.String()].ASPath; !slices.Equal(got, []uint32{asnNode}) {
+				return fmt.Sprintf("gobgpd: %v AS path %v, want %d once (not prepended)", svcA, got, asnNode)
+			}
+			paths, err := r.frrPaths(svc6.String())
+			if err != nil {
+				return err.Error()
+			}
+			want := fmt.Sprintf("%d %d", asnNode, asnNode)
+			if len(paths) != 1 || paths[0].ASPath != want {
+				return fmt.Sprintf("FRR: %v paths %+v, want AS path %q", svc6, paths, want)
+			}
+			return ""
+		})
+		checkUntouched(t, m, rec, mark, before, gobgpV4, frrV4, frrV6)
+	})
+
 	t.Run("a changed hold time re-creates only that session", func(t *testing.T) {
 		before := m.Peers()
 		was := status(m, gobgpV4)

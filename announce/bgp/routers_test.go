@@ -277,6 +277,7 @@ type gobgpPath struct {
 	Large       []string
 	LocalPref   *uint32
 	Age         int64
+	ASPath      []uint32
 }
 
 // gobgpRIB returns gobgpd's global RIB for a family ("ipv4"/"ipv6"),
@@ -301,11 +302,18 @@ func (r *routers) gobgpRIB(fam string) (map[string]gobgpPath, error) {
 				NextHop     string          `json:"nexthop"`
 				Communities []uint32        `json:"communities"`
 				Value       json.RawMessage `json:"value"`
+				ASPaths     []struct {
+					ASNs []uint32 `json:"asns"`
+				} `json:"as_paths"`
 			}
 			if err := json.Unmarshal(a, &at); err != nil {
 				return nil, err
 			}
 			switch at.Type {
+			case 2:
+				for _, seg := range at.ASPaths {
+					p.ASPath = append(p.ASPath, seg.ASNs...)
+				}
 			case 3, 14:
 				p.NextHop = at.NextHop
 			case 5:
@@ -358,6 +366,7 @@ type frrPath struct {
 	LocalPref *uint32
 	Community string
 	Large     string
+	ASPath    string
 }
 
 func (r *routers) frrPaths(prefix string) ([]frrPath, error) {
@@ -381,6 +390,9 @@ func (r *routers) frrPaths(prefix string) ([]frrPath, error) {
 			Peer struct {
 				PeerID string `json:"peerId"`
 			} `json:"peer"`
+			ASPath struct {
+				String string `json:"string"`
+			} `json:"aspath"`
 		} `json:"paths"`
 	}
 	if err := r.vtysh(&raw, fmt.Sprintf("show bgp %s unicast %s json", afi, prefix)); err != nil {
@@ -388,7 +400,7 @@ func (r *routers) frrPaths(prefix string) ([]frrPath, error) {
 	}
 	var out []frrPath
 	for _, p := range raw.Paths {
-		fp := frrPath{Peer: p.Peer.PeerID, LocalPref: p.LocPrf, Community: p.Community.String, Large: p.LargeCommunity.String}
+		fp := frrPath{Peer: p.Peer.PeerID, LocalPref: p.LocPrf, Community: p.Community.String, Large: p.LargeCommunity.String, ASPath: p.ASPath.String}
 		for _, nh := range p.Nexthops {
 			if nh.Scope != "link-local" {
 				fp.NextHops = append(fp.NextHops, nh.IP)
