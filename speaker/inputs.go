@@ -51,6 +51,7 @@ func BuildInputs(s Snapshot) plan.Inputs {
 			Addrs:         addrs,
 			Local:         svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
 			EndpointNodes: eps[key],
+			Labels:        labels.Set(svc.Labels),
 		})
 	}
 	for i := range s.Nodes {

@@ -76,9 +76,11 @@ func TestBuildInputs(t *testing.T) {
 	deleting := lbService("a", "gone", nil, lb, cl, "10.0.0.9")
 	deleting.DeletionTimestamp = ptr.To(metav1.Now())
 	deleting.Finalizers = []string{"x"}
+	web := lbService("a", "web", nil, lb, cl, "10.0.0.1", "fd00::1")
+	web.Labels = map[string]string{"app": "web"} // for serviceSelectors
 	snap := Snapshot{
 		Services: []corev1.Service{
-			lbService("a", "web", nil, lb, cl, "10.0.0.1", "fd00::1"),
+			web,
 			lbService("a", "loc", ptr.To(svcstatus.ClassName), lb, local, "10.0.0.2"),
 			lbService("a", "pending", nil, lb, cl),
 			lbService("a", "theirs", other, lb, cl, "10.0.0.3"),
@@ -92,7 +94,8 @@ func TestBuildInputs(t *testing.T) {
 	}
 	got := BuildInputs(snap)
 	want := []plan.Service{
-		{Key: "a/web", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")}, EndpointNodes: []string{"n1"}},
+		{Key: "a/web", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")}, EndpointNodes: []string{"n1"},
+			Labels: labels.Set{"app": "web"}},
 		{Key: "a/loc", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.2")}, Local: true, EndpointNodes: []string{"n2"}},
 	}
 	if !reflect.DeepEqual(got.Services, want) {

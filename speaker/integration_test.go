@@ -328,3 +328,55 @@ func TestRestartKeepsPlan(t *testing.T) {
 		t.Errorf("the restarted speaker announced the winner's addresses while it started")
 	}
 }
+
+// An L2Advertisement's serviceSelectors and preferredNodeSelectors reach
+// the election through the real API server and the speakers' caches: the
+// Service's labels decide whether it is announced, and the preferred node
+// announces it, whichever node the hash favours (the preference moves from
+// one node to the other).
+func TestServiceSelectorsAndPreferences(t *testing.T) {
+	e := newEnv(t)
+	na, nb := e.ns+"-a", e.ns+"-b"
+	e.node(na, "127.0.0.1", map[string]string{"pref": "a"})
+	e.node(nb, "127.0.0.2", map[string]string{"pref": "b"})
+	e.pool("lan", "192.0.2.0/28")
+	prefer := func(node string) []v1beta1.PreferredNodeSelector {
+		return []v1beta1.PreferredNodeSelector{{Weight: 50, Preference: v1beta1.LabelSelector{
+			MatchLabels: map[string]v1beta1.LabelValue{"pref": v1beta1.LabelValue(node)}}}}
+	}
+	adv := e.l2adv("lan", v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"lan"},
+		ServiceSelectors:       []v1beta1.LabelSelector{{MatchLabels: map[string]v1beta1.LabelValue{"app": "web"}}},
+		PreferredNodeSelectors: prefer("a")})
+	a, b := e.startSpeaker(na, "127.0.0.1"), e.startSpeaker(nb, "127.0.0.2")
+	e.settled(a, b)
+
+	svc := e.service("web", false, []string{"192.0.2.7"}, na, nb)
+	setLabels := func(l map[string]string) {
+		t.Helper()
+		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+			t.Fatal(err)
+		}
+		svc.Labels = l
+		if err := e.c.Update(e.ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second) // both speakers have seen the Service
+	if got := announcers("192.0.2.7", a, b); len(got) > 0 {
+		t.Fatalf("a Service the advertisement does not select is announced by %v", got)
+	}
+	setLabels(map[string]string{"app": "web"})
+	e.exactlyOne(5*time.Second, "192.0.2.7", na, a, b)
+
+	if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(adv), adv); err != nil {
+		t.Fatal(err)
+	}
+	adv.Spec.PreferredNodeSelectors = prefer("b")
+	if err := e.c.Update(e.ctx, adv); err != nil {
+		t.Fatal(err)
+	}
+	e.exactlyOne(5*time.Second, "192.0.2.7", nb, a, b)
+
+	setLabels(map[string]string{"app": "db"})
+	e.none(5*time.Second, "192.0.2.7", a, b)
+}

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/internal/cputime"
@@ -197,6 +200,72 @@ func BenchmarkReplanL2BGP(b *testing.B) {
 	cpu := cputime.Process()
 	for b.Loop() {
 		Compute(in).For("worker-036")
+	}
+	b.ReportMetric(float64((cputime.Process()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// benchInputsSelectors is benchInputsBGP with MetalLB's advertisement
+// fields in use: the Services carry one of five app labels and one of two
+// tiers; the IPv4 pool's L2Advertisement without node selectors selects
+// app in (a0,a1,a2) and prefers zone a, the zone c one selects app=a3, a
+// third one selects tier=front on zones b and c and prefers rack r1 (so
+// back-tier a4 Services are not announced); the mixed pool's prefers
+// zone d;
+// the IPv4 host-route BGPAdvertisement selects app!=a4, and a second one
+// selects app=a4 with its own community. So every L2 address of the IPv4
+// pool has one of a few classes of advertisements, and preferences decide
+// most elections.
+func benchInputsSelectors() Inputs {
+	in := benchInputsBGP()
+	cfg := *in.Config
+	l2 := slices.Clone(cfg.L2Advertisements)
+	l2[0] = prefer(forServices(adv("all-v4", []string{"v4"}, nil), "app in (a0,a1,a2)"), 50, "zone=a")
+	l2[1] = forServices(adv("v4-zone-c", []string{"v4"}, []string{"zone=c"}, "eth2"), "app=a3")
+	l2 = append(l2, prefer(forServices(adv("front-v4", []string{"v4"}, []string{"zone in (b,c)"}, "eth3"), "tier=front"), 30, "rack=r1"))
+	l2[3] = prefer(l2[3], 20, "zone=d")
+	cfg.L2Advertisements = l2
+	bgp := slices.Clone(cfg.BGPAdvertisements)
+	bgp[0] = badv("v4-host", []string{"v4"}, toPeers("tor-i", "tor-e"), localPref(200), communities("65000:100", "no-export"), forSvcs("app!=a4"))
+	bgp = append(bgp, badv("v4-a4", []string{"v4"}, toPeers("tor-i"), communities("65000:104"), forSvcs("app=a4")))
+	cfg.BGPAdvertisements = bgp
+	in.Config = &cfg
+	in.Services = slices.Clone(in.Services)
+	for i := range in.Services {
+		in.Services[i].Labels = labels.Set{"app": fmt.Sprintf("a%d", i/3%5), "tier": []string{"front", "back"}[i/4%2]}
+	}
+	return in
+}
+
+// TestBenchInputsSelectors keeps that benchmark honest: serviceSelectors
+// leave some addresses unannounced and preferences move many.
+func TestBenchInputsSelectors(t *testing.T) {
+	in := benchInputsSelectors()
+	res := Compute(in)
+	plain := Compute(without(in, func(a *config.L2Advertisement) { a.Preferences = nil }))
+	moved := 0
+	for _, a := range res.L2 {
+		if b, ok := plain.L2Winner(a.Addr); ok && b.Node != a.Node {
+			moved++
+		}
+	}
+	reasons := map[Reason]int{}
+	for _, s := range res.L2Skipped {
+		reasons[s.Reason]++
+	}
+	t.Logf("%d announced, %d moved by preferences, skipped %v, %d BGP skipped", len(res.L2), moved, reasons, len(res.BGPSkipped))
+	if len(res.L2) < 700 || moved < 300 || reasons[NoL2Advertisement] == 0 {
+		t.Errorf("the benchmark's inputs are not what they say")
+	}
+}
+
+// BenchmarkComputeSelectors is BenchmarkComputeL2BGP with serviceSelectors
+// and preferences (benchInputsSelectors).
+func BenchmarkComputeSelectors(b *testing.B) {
+	in := benchInputsSelectors()
+	b.ReportAllocs()
+	cpu := cputime.Process()
+	for b.Loop() {
+		Compute(in)
 	}
 	b.ReportMetric(float64((cputime.Process()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }

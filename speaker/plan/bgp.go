@@ -2,6 +2,7 @@ package plan
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -200,6 +201,11 @@ type bgpPlan struct {
 	advs     []bgpAdv
 	// addrs are the addresses advertised by at least one node, sorted.
 	addrs []bgpAddr
+	// advSvcs[i], when advSvcs is not nil, is the Services that each
+	// advertisement of addrs[i].advs selects, in the same order; nil when
+	// they all select every Service of addrs[i].services, as they do
+	// without serviceSelectors (see applying).
+	advSvcs [][][]string
 	// conflicts are the sessions left out for another router ID
 	// (RouterIDConflict), sorted: each node's go into its Left.
 	conflicts []BGPIssue
@@ -226,13 +232,16 @@ type bgpAdv struct {
 }
 
 type bgpAddr struct {
-	addr     netip.Addr
-	key      prefixKey // addr as a host prefix
+	addr netip.Addr
+	key  prefixKey // addr as a host prefix
+	// services are the keys of the Services with endpoints holding it
+	// that an advertisement of its pool selects.
 	services []string
-	// advs are the advertisements of the address's pool, sorted.
+	// advs are the advertisements of the address's pool that apply to it
+	// (select one of services), sorted.
 	advs []int32
 	// qual are the nodes that qualify for the address: eligible and, for
-	// each Local Service holding it, with an endpoint.
+	// each Local Service of services, with an endpoint.
 	qual bitset
 	// by are the nodes that advertise it.
 	by bitset
@@ -241,15 +250,28 @@ type bgpAddr struct {
 // bgpInput is what the layer 2 part of Compute has worked out already.
 type bgpInput struct {
 	addrs addrTable
-	// poolOf[i] is the index of address i's pool (in Config.Pools), or -1.
+	// pools has the Services' selections (serviceSelectors).
+	pools *poolTable
+	// poolOf[i] is the index of address i's pool (in Config.Pools), or -1;
+	// flags[i] its selection flags (selBGP: a BGPAdvertisement of the pool
+	// selects a Service holding it).
 	poolOf []int32
-	// holds are the (address, Service) pairs, in Service order.
-	holds []holding
+	flags  []uint8
+	// holds are the (address, Service) pairs, in Service order; the
+	// Services holding address i, sorted by key, are
+	// byAddr[start[i]:start[i+1]].
+	holds         []holding
+	start, byAddr []int32
 	// wantOf[i] are the keys of the Services with endpoints holding address
-	// i; allOf[i] of every Service holding it. Both are nil when the
-	// configuration has no BGPAdvertisement.
+	// i that a BGPAdvertisement of its pool selects; allOf[i] of every
+	// Service holding it. Both are nil when the configuration has no
+	// BGPAdvertisement.
 	wantOf, allOf [][]string
 }
+
+// holders returns the indexes of the Services holding address i, sorted
+// by key.
+func (x *bgpInput) holders(i int) []int32 { return x.byAddr[x.start[i]:x.start[i+1]] }
 
 // computeBGP plans the BGP sessions and routes of every node, in steps
 // over a bgpBuild: the nodes (readNodes), the sessions per node
@@ -288,8 +310,15 @@ type bgpBuild struct {
 	eligible bitset
 	// peerIndex gives the index in p.peers of a BGPPeer's name.
 	peerIndex map[string]int32
-	// advsOf[pl] are the advertisements listing pool pl, ascending.
-	advsOf [][]int32
+	// advsOf[pl] are the advertisements listing pool pl, ascending. When an
+	// advertisement has serviceSelectors, advsAt[i] are those that apply to
+	// address i (applying), nil when it is not advertised.
+	advsOf, advsAt [][]int32
+	// cfgOf[ai] is the index in Config.BGPAdvertisements of p.advs[ai].
+	cfgOf []int
+	// classes caches classAdvs by pool and class, key is its scratch.
+	classes map[string][]int32
+	key     []byte
 	// Row i of qual are the nodes address i qualifies on; of by, the
 	// nodes that advertise it.
 	qual, by []uint64
@@ -399,8 +428,12 @@ func sessionTemplate(cfg *config.Config, cp *config.Peer) BGPSession {
 // readAdvertisements makes the advertisements, sorted by name
 // (newAdvertisement), and lists those of each pool (advsOf).
 func (b *bgpBuild) readAdvertisements() {
-	advs := slices.Clone(b.cfg.BGPAdvertisements)
-	slices.SortFunc(advs, func(a, b *config.BGPAdvertisement) int { return strings.Compare(a.Name, b.Name) })
+	advs := b.cfg.BGPAdvertisements
+	order := make([]int, len(advs)) // indexes into advs, by name
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int { return strings.Compare(advs[i].Name, advs[j].Name) })
 	poolIndex := make(map[string]int, len(b.cfg.Pools))
 	for i, pl := range b.cfg.Pools {
 		poolIndex[pl.Name] = i
@@ -410,7 +443,9 @@ func (b *bgpBuild) readAdvertisements() {
 	const rows = 5 // nodes, peerNodes and sends of an advertisement
 	w := b.p.words
 	bits := make([]uint64, rows*len(advs)*w)
-	for ai, ca := range advs {
+	b.cfgOf = order
+	for ai, ci := range order {
+		ca := advs[ci]
 		b.p.advs[ai] = b.newAdvertisement(ca, bits[rows*ai*w:rows*(ai+1)*w])
 		for _, name := range ca.Pools {
 			if pl, ok := poolIndex[name]; ok {
@@ -488,8 +523,8 @@ func (b *bgpBuild) advPeers(ca *config.BGPAdvertisement) []int32 {
 }
 
 // qualify sets row i of qual to the nodes address i qualifies on: the
-// eligible nodes with, for each Local Service with endpoints holding it,
-// one of its endpoints.
+// eligible nodes with, for each Local Service with endpoints holding it
+// that a BGPAdvertisement of its pool selects, one of its endpoints.
 func (b *bgpBuild) qualify() {
 	n, w := b.x.addrs.len(), b.p.words
 	rows := make([]uint64, 2*n*w)
@@ -501,7 +536,7 @@ func (b *bgpBuild) qualify() {
 	last := int32(-1)
 	for _, h := range b.x.holds {
 		s := &b.in.Services[h.svc]
-		if !s.Local || len(s.EndpointNodes) == 0 {
+		if !s.Local || len(s.EndpointNodes) == 0 || b.x.pools.selects(int(b.x.poolOf[h.addr]), int(h.svc))&selBGP == 0 {
 			continue
 		}
 		if h.svc != last { // holds are in Service order
@@ -518,37 +553,155 @@ func (b *bgpBuild) advertise() []BGPSkipped {
 	var skipped []BGPSkipped
 	n, w := b.x.addrs.len(), b.p.words
 	b.p.addrs = make([]bgpAddr, 0, n)
+	if b.x.pools.bgpNarrow != nil {
+		b.advsAt = make([][]int32, n)
+	}
 	for i := range n {
 		q, by := row(b.qual, i, w), row(b.by, i, w)
-		if reason := b.advertisers(i, q, by); reason != "" {
+		reason := b.skip(i)
+		var advs []int32
+		var advSvcs [][]string
+		if reason == "" {
+			advs, advSvcs = b.applying(i)
+			reason = b.advertisers(i, advs, q, by)
+		}
+		if reason != "" {
 			by.clear()
 			skipped = append(skipped, BGPSkipped{b.x.addrs.addr(i), b.x.allOf[i], reason})
 			continue
 		}
-		a, pl := b.x.addrs.addr(i), b.x.poolOf[i]
-		b.p.addrs = append(b.p.addrs, bgpAddr{a, hostKey(a), b.x.wantOf[i], b.advsOf[pl], q, by})
+		b.list(i, advs, advSvcs)
 	}
+	b.p.advSvcs = b.p.advSvcs[:min(len(b.p.advSvcs), len(b.p.addrs))]
 	return skipped
 }
 
-// advertisers adds to by the nodes that advertise address i, whose
-// qualifying nodes are q: under each advertisement of its pool, the nodes
-// it qualifies on that the advertisement selects and sends from (sends).
-// When there is none it returns the reason, the first in the order of
-// BGPSkipped's reasons.
-func (b *bgpBuild) advertisers(i int, q, by bitset) Reason {
+// list adds address i to p.addrs, advertised under advs.
+func (b *bgpBuild) list(i int, advs []int32, advSvcs [][]string) {
+	if b.advsAt != nil {
+		b.advsAt[i] = advs
+	}
+	if advSvcs != nil {
+		if b.p.advSvcs == nil {
+			b.p.advSvcs = make([][][]string, b.x.addrs.len())
+		}
+		b.p.advSvcs[len(b.p.addrs)] = advSvcs
+	}
+	a := b.x.addrs.addr(i)
+	b.p.addrs = append(b.p.addrs, bgpAddr{a, hostKey(a), b.x.wantOf[i], advs, row(b.qual, i, b.p.words), row(b.by, i, b.p.words)})
+}
+
+// skip returns why address i is not advertised whatever the nodes, in the
+// order of BGPSkipped's reasons, or "".
+func (b *bgpBuild) skip(i int) Reason {
 	pl := b.x.poolOf[i]
 	switch {
 	case pl < 0:
 		return NotInPool
-	case len(b.advsOf[pl]) == 0:
+	case len(b.advsOf[pl]) == 0 || b.x.flags[i]&selBGP == 0:
 		return NoBGPAdvertisement
 	case len(b.x.wantOf[i]) == 0:
 		return NoEndpoints
 	}
+	return ""
+}
+
+// applying returns the advertisements that apply to address i: those of
+// its pool, or, when one of them has serviceSelectors, those that select
+// one of the Services of wantOf[i]; and, when they do not all select every
+// one of those, the Services each selects (bgpPlan.advSvcs). An address
+// that one such Service holds, as most are, gets the list of its class
+// (classAdvs).
+func (b *bgpBuild) applying(i int) ([]int32, [][]string) {
+	pl := b.x.poolOf[i]
+	if t := b.x.pools; t.bgpNarrow == nil || !t.bgpNarrow[pl] {
+		return b.advsOf[pl], nil
+	}
+	if si, ok := b.soleWanting(i); ok {
+		return b.classAdvs(pl, si), nil
+	}
+	var advs []int32
+	var per [][]string
+	uniform := true
+	for _, ai := range b.advsOf[pl] {
+		keys := b.selectedKeys(i, ai)
+		if len(keys) == 0 {
+			continue
+		}
+		advs = append(advs, ai)
+		per = append(per, keys)
+		// keys is a subset of wantOf[i], without duplicates.
+		uniform = uniform && len(keys) == len(b.x.wantOf[i])
+	}
+	if uniform {
+		per = nil
+	}
+	return advs, per
+}
+
+// soleWanting returns the Service of wantOf[i] when one Service holding
+// address i is in it.
+func (b *bgpBuild) soleWanting(i int) (int32, bool) {
+	sole, n := int32(-1), 0
+	for _, si := range b.x.holders(i) {
+		if len(b.in.Services[si].EndpointNodes) > 0 && b.x.pools.selects(int(b.x.poolOf[i]), int(si))&selBGP != 0 {
+			sole, n = si, n+1
+		}
+	}
+	return sole, n == 1
+}
+
+// classAdvs returns the advertisements of pool pl that select Service si,
+// ascending: one list per pool and class of Services (the advertisements
+// that select them), shared.
+func (b *bgpBuild) classAdvs(pl int32, si int32) []int32 {
+	sel := b.x.pools.bgpSel.row(int(si))
+	b.key = binary.LittleEndian.AppendUint32(b.key[:0], uint32(pl))
+	for _, w := range sel {
+		b.key = binary.LittleEndian.AppendUint64(b.key, w)
+	}
+	if advs, ok := b.classes[string(b.key)]; ok {
+		return advs
+	}
+	var advs []int32
+	for _, ai := range b.advsOf[pl] {
+		if sel.has(b.cfgOf[ai]) {
+			advs = append(advs, ai)
+		}
+	}
+	if b.classes == nil {
+		b.classes = map[string][]int32{}
+	}
+	b.classes[string(b.key)] = advs
+	return advs
+}
+
+// selectedKeys returns the keys of the Services with endpoints holding
+// address i that advertisement ai selects, sorted, once each.
+func (b *bgpBuild) selectedKeys(i int, ai int32) []string {
+	var out []string
+	sel, ci := &b.x.pools.bgpSel, b.cfgOf[ai]
+	for _, si := range b.x.holders(i) {
+		s := &b.in.Services[si]
+		if len(s.EndpointNodes) == 0 || !sel.row(int(si)).has(ci) {
+			continue
+		}
+		if len(out) == 0 || out[len(out)-1] != s.Key {
+			out = append(out, s.Key)
+		}
+	}
+	return out
+}
+
+// advertisers adds to by the nodes that advertise address i, whose
+// qualifying nodes are q: under each advertisement advs that applies to
+// it, the nodes it qualifies on that the advertisement selects and sends
+// from (sends). When there is none it returns the reason, the first in
+// the order of BGPSkipped's reasons.
+func (b *bgpBuild) advertisers(i int, advs []int32, q, by bitset) Reason {
 	fam := familyOf(b.x.addrs.addr(i))
 	selected := false
-	for _, ai := range b.advsOf[pl] {
+	for _, ai := range advs {
 		a := &b.p.advs[ai]
 		selected = selected || q.intersects(a.nodes)
 		by.orAnd(q, a.sends[fam])
@@ -591,24 +744,27 @@ func (b *bgpBuild) localAggregated() []BGPIssue {
 				continue
 			}
 			if pfx != cur {
-				issues = b.unqualified(issues, a, run, u)
+				issues = b.unqualified(issues, int32(ai), run, u)
 				run, cur = run[:0], pfx
 			}
 			run = append(run, i)
 		}
-		issues = b.unqualified(issues, a, run, u)
+		issues = b.unqualified(issues, int32(ai), run, u)
 	}
 	return issues
 }
 
 // unqualified appends to issues one LocalAggregated issue for each
-// address of run, the addresses inside one aggregate of a, that does not
-// qualify on every node advertising the aggregate under a. u is scratch.
-func (b *bgpBuild) unqualified(issues []BGPIssue, a *bgpAdv, run []int, u bitset) []BGPIssue {
-	w := b.p.words
+// address of run, the addresses inside one aggregate of advertisement ai,
+// that does not qualify on every node advertising the aggregate under ai
+// (for the addresses ai applies to). u is scratch.
+func (b *bgpBuild) unqualified(issues []BGPIssue, ai int32, run []int, u bitset) []BGPIssue {
+	w, a := b.p.words, &b.p.advs[ai]
 	u.clear()
 	for _, i := range run {
-		u.orAnd(row(b.qual, i, w), a.sends[familyOf(b.x.addrs.addr(i))])
+		if b.applies(i, ai) {
+			u.orAnd(row(b.qual, i, w), a.sends[familyOf(b.x.addrs.addr(i))])
+		}
 	}
 	for _, i := range run {
 		if u.subsetOf(row(b.qual, i, w)) {
@@ -619,6 +775,15 @@ func (b *bgpBuild) unqualified(issues []BGPIssue, a *bgpAdv, run []int, u bitset
 			Prefix: aggregate(addr, a), Addr: addr, Services: b.localKeys(b.x.wantOf[i])})
 	}
 	return issues
+}
+
+// applies reports whether advertisement ai, which lists address i's pool,
+// applies to address i (applying).
+func (b *bgpBuild) applies(i int, ai int32) bool {
+	if t := b.x.pools; t.bgpNarrow == nil || !t.bgpNarrow[b.x.poolOf[i]] {
+		return true
+	}
+	return slices.Contains(b.advsAt[i], ai)
 }
 
 // localKeys returns the keys among keys of Local Services with endpoints.
@@ -834,7 +999,7 @@ type routeBuilder struct {
 	apeer  []int32
 	assign []int32
 	setBuf []int32
-	// addrBuf and key are scratch for resolveGroup and attributes.
+	// addrBuf and key are scratch for services and attributes.
 	addrBuf []int32
 	key     []byte
 	cache   map[string]*BGPRoute // merged attributes by (set, ibgp)
@@ -906,28 +1071,51 @@ func (rb *routeBuilder) groupPeers() {
 }
 
 // resolveGroup gives group g its route: the merged attributes of its
-// advertisements, the prefix, and the Services of the addresses its
-// advertisements contribute; the group joins the first earlier root group
-// whose route is equal.
+// advertisements, the prefix, and the Services its advertisements'
+// contributions bring; the group joins the first earlier root group whose
+// route is equal.
 func (rb *routeBuilder) resolveGroup(g int, run []contrib) {
 	gr := &rb.groups[g]
 	gr.route = *rb.attributes(gr.set, gr.ibgp)
 	gr.route.Prefix = aggregate(rb.p.addrs[run[0].addr].addr, &rb.p.advs[run[0].adv])
-	rb.addrBuf = rb.addrBuf[:0]
-	for j, ai := range rb.advIdx {
-		if slices.Contains(gr.set, ai) {
-			for _, c := range run[rb.bounds[j]:rb.bounds[j+1]] {
-				rb.addrBuf = append(rb.addrBuf, c.addr)
-			}
-		}
-	}
-	gr.route.Services = rb.p.services(rb.addrBuf)
+	gr.route.Services = rb.services(run, gr.set)
 	for h := range g {
 		if rb.groups[h].root == h && sameAttributes(&rb.groups[h].route, &gr.route) {
 			gr.root = h
 			break
 		}
 	}
+}
+
+// services returns the keys of the Services that the contributions of run
+// under the advertisements set bring to a route, sorted, once each: the
+// Services of their addresses, or, for an address whose advertisements
+// select different Services (bgpPlan.advSvcs), those that each
+// contribution's advertisement selects.
+func (rb *routeBuilder) services(run []contrib, set []int32) []string {
+	rb.addrBuf = rb.addrBuf[:0]
+	mixed := false
+	for j, ai := range rb.advIdx {
+		if slices.Contains(set, ai) {
+			for _, c := range run[rb.bounds[j]:rb.bounds[j+1]] {
+				rb.addrBuf = append(rb.addrBuf, c.addr)
+				mixed = mixed || rb.p.advSvcsOf(c.addr) != nil
+			}
+		}
+	}
+	if !mixed {
+		return rb.p.services(rb.addrBuf)
+	}
+	var out []string
+	for j, ai := range rb.advIdx {
+		if slices.Contains(set, ai) {
+			for _, c := range run[rb.bounds[j]:rb.bounds[j+1]] {
+				out = append(out, rb.p.servicesUnder(c.addr, ai)...)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Clip(slices.Compact(out))
 }
 
 // attributes returns bgpPlan.attributes(set, ibgp), cached.
@@ -1133,6 +1321,24 @@ func (p *bgpPlan) services(addrs []int32) []string {
 	return slices.Clip(slices.Compact(out))
 }
 
+// advSvcsOf returns advSvcs[i] (nil when absent).
+func (p *bgpPlan) advSvcsOf(i int32) [][]string {
+	if p.advSvcs == nil {
+		return nil
+	}
+	return p.advSvcs[i]
+}
+
+// servicesUnder returns the keys of the Services of address i that its
+// advertisement ai selects.
+func (p *bgpPlan) servicesUnder(i, ai int32) []string {
+	per := p.advSvcsOf(i)
+	if per == nil {
+		return p.addrs[i].services
+	}
+	return per[slices.Index(p.addrs[i].advs, ai)]
+}
+
 func sameAttributes(a, b *BGPRoute) bool {
 	return a.LocalPref == b.LocalPref && slices.Equal(a.Communities, b.Communities) &&
 		slices.Equal(a.LargeCommunities, b.LargeCommunities) && slices.Equal(a.Services, b.Services)
@@ -1162,15 +1368,33 @@ func (r Result) BGPNodesByService() map[string][]string {
 	}
 	w := r.bgp.words
 	acc := map[string]bitset{}
-	for i := range r.bgp.addrs {
-		a := &r.bgp.addrs[i]
-		for _, key := range a.services {
+	add := func(keys []string, nodes bitset) {
+		for _, key := range keys {
 			set := acc[key]
 			if set == nil {
 				set = make(bitset, w)
 				acc[key] = set
 			}
-			set.or(a.by)
+			set.or(nodes)
+		}
+	}
+	var under bitset
+	for i := range r.bgp.addrs {
+		a := &r.bgp.addrs[i]
+		per := r.bgp.advSvcsOf(int32(i))
+		if per == nil {
+			add(a.services, a.by)
+			continue
+		}
+		// Each advertisement's Services get the nodes advertising the
+		// address under it.
+		under = slices.Grow(under[:0], w)[:w]
+		for j, ai := range a.advs {
+			copy(under, a.by)
+			under.and(r.bgp.advs[ai].sends[familyOf(a.addr)])
+			if !under.empty() {
+				add(per[j], under)
+			}
 		}
 	}
 	for key, set := range acc {

@@ -15,9 +15,9 @@ import (
 
 // addBGP gives inputs made by gen a random BGP configuration: peers (iBGP
 // and eBGP, with selectors, some with a router ID), advertisements (pools,
-// selectors, peers including missing ones, aggregation lengths valid for
-// gen's pools, localPref, communities), and node addresses (some nodes
-// without IPv4).
+// node and Service selectors, peers including missing ones, aggregation
+// lengths valid for gen's pools, localPref, communities), and node
+// addresses (some nodes without IPv4).
 func addBGP(r *rand.Rand, in *Inputs) {
 	cfg := *in.Config
 	in.Config = &cfg
@@ -49,6 +49,11 @@ func addBGP(r *rand.Rand, in *Inputs) {
 		}
 		a := badv(fmt.Sprintf("bgp%d", i), pools, onNodes(pickSels()...),
 			aggr(29+r.IntN(4), 125+r.IntN(4)), localPref([]uint32{0, 100, 200}[r.IntN(3)]))
+		if r.IntN(3) == 0 {
+			// config.Parse allows serviceSelectors with host routes only;
+			// the planner does not rely on it.
+			forSvcs([]string{"app=web", "app in (web,db)", "tier=front", "tier"}[r.IntN(4)])(a)
+		}
 		for range r.IntN(3) {
 			a.Peers = append(a.Peers, []string{"peer0", "peer1", "peer2", "peer3", "gone"}[r.IntN(5)])
 		}
@@ -168,13 +173,20 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 			if pool == nil {
 				continue
 			}
-			var wanting []string
+			// The Services with endpoints holding a that an advertisement
+			// of its pool selects.
+			var wanting []Service
 			ok := true
 			for _, t := range in.Services {
 				if !slices.Contains(t.Addrs, a) || len(t.EndpointNodes) == 0 {
 					continue
 				}
-				wanting = append(wanting, t.Key)
+				if !slices.ContainsFunc(cfg.BGPAdvertisements, func(adv *config.BGPAdvertisement) bool {
+					return slices.Contains(adv.Pools, pool.Name) && selects(adv.ServiceSelectors, t.Labels)
+				}) {
+					continue
+				}
+				wanting = append(wanting, t)
 				if t.Local && !slices.Contains(t.EndpointNodes, name) {
 					ok = false
 				}
@@ -184,6 +196,15 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 			}
 			for _, adv := range cfg.BGPAdvertisements {
 				if !slices.Contains(adv.Pools, pool.Name) || !selects(adv.NodeSelectors, self.Labels) {
+					continue
+				}
+				var svcs []string // those adv selects
+				for _, t := range wanting {
+					if selects(adv.ServiceSelectors, t.Labels) {
+						svcs = append(svcs, t.Key)
+					}
+				}
+				if len(svcs) == 0 {
 					continue
 				}
 				bitsLen := adv.AggregationLengthV6
@@ -211,7 +232,7 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 					if sess.IBGP() && adv.LocalPref > at.lp {
 						at.lp = adv.LocalPref
 					}
-					for _, w := range wanting {
+					for _, w := range svcs {
 						at.svcs[w] = true
 					}
 				}
@@ -283,10 +304,14 @@ func shuffledBGP(r *rand.Rand, in Inputs) Inputs {
 		c.Peers = slices.Clone(a.Peers)
 		c.Communities = slices.Clone(a.Communities)
 		c.NodeSelectors = slices.Clone(a.NodeSelectors)
+		c.ServiceSelectors = slices.Clone(a.ServiceSelectors)
 		r.Shuffle(len(c.Pools), func(i, j int) { c.Pools[i], c.Pools[j] = c.Pools[j], c.Pools[i] })
 		r.Shuffle(len(c.Peers), func(i, j int) { c.Peers[i], c.Peers[j] = c.Peers[j], c.Peers[i] })
 		r.Shuffle(len(c.Communities), func(i, j int) { c.Communities[i], c.Communities[j] = c.Communities[j], c.Communities[i] })
 		r.Shuffle(len(c.NodeSelectors), func(i, j int) { c.NodeSelectors[i], c.NodeSelectors[j] = c.NodeSelectors[j], c.NodeSelectors[i] })
+		r.Shuffle(len(c.ServiceSelectors), func(i, j int) {
+			c.ServiceSelectors[i], c.ServiceSelectors[j] = c.ServiceSelectors[j], c.ServiceSelectors[i]
+		})
 		cfg.BGPAdvertisements = append(cfg.BGPAdvertisements, &c)
 	}
 	r.Shuffle(len(cfg.BGPAdvertisements), func(i, j int) {
@@ -306,11 +331,14 @@ func allNames(in Inputs) []string {
 // reference on random inputs.
 func TestBGPMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	routes, merged, issues := 0, 0, 0
+	routes, merged, issues, apart := 0, 0, 0, 0
 	for i := range rounds * 5 {
 		in := gen(r)
 		addBGP(r, &in)
 		res := Compute(in)
+		if res.bgp != nil && res.bgp.advSvcs != nil {
+			apart++ // advertisements of one address select different Services
+		}
 		if !slices.IsSortedFunc(res.BGPIssues, cmpIssue) {
 			t.Fatalf("round %d: issues out of order: %v", i, res.BGPIssues)
 		}
@@ -334,8 +362,9 @@ func TestBGPMatchesReference(t *testing.T) {
 			}
 		}
 	}
-	if routes < 1000 || merged < 100 || issues < 100 {
-		t.Errorf("the random inputs are too tame: %d routes, %d with several Services, %d issues", routes, merged, issues)
+	if routes < 1000 || merged < 100 || issues < 100 || apart < 20 {
+		t.Errorf("the random inputs are too tame: %d routes, %d with several Services, %d issues, %d plans with Services apart",
+			routes, merged, issues, apart)
 	}
 }
 

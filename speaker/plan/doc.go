@@ -34,26 +34,55 @@
 // address alone, and the speaker need not trust or read the controller's
 // record of it. Two Services sharing an address cannot name two pools.
 //
+// # Which advertisements apply: serviceSelectors
+//
+// An advertisement (L2Advertisement or BGPAdvertisement) applies to a
+// Service's address when it lists the address's pool and its
+// serviceSelectors select the Service's labels ([Service].Labels; an
+// advertisement without serviceSelectors selects every Service, with
+// several any one that matches selects), as in MetalLB, which picks per
+// Service the advertisements of its pool whose serviceSelectors match its
+// labels, for layer 2 and for BGP alike. For each protocol, a Service that
+// no advertisement of the address's pool selects is treated as a Service
+// without endpoints: it does not ask for the address to be announced,
+// constrains no node, and is listed in no announcement, route or status
+// object. An address that no advertisement of its pool selects for any
+// Service holding it is not announced (NoL2Advertisement,
+// NoBGPAdvertisement: no advertisement applies).
+//
+// An address that Services share is announced for those of them that an
+// advertisement selects, and each such Service (with endpoints) narrows
+// the address's candidates to the nodes of the advertisements that select
+// it, as a Local Service narrows them to its endpoints. MetalLB instead
+// does not announce over layer 2 a Service carrying allow-shared-ip when
+// one of the advertisements selecting it has serviceSelectors; the planner
+// sees no annotations and has no such exception.
+//
 // # Layer 2 election
 //
 // An address is announced over layer 2 when it lies in a pool (node-address
-// pools excluded: the nodes own those addresses), an L2Advertisement lists
-// that pool, and at least one Service holding it has an endpoint.
+// pools excluded: the nodes own those addresses), an L2Advertisement of that
+// pool selects a Service holding it, and at least one such Service has an
+// endpoint.
 //
 // The candidates for an address are the nodes that
 //
 //   - are alive in this speaker's memberlist view,
 //   - exist as a Node listed once, neither NetworkUnavailable nor carrying
 //     node.kubernetes.io/exclude-from-external-load-balancers,
-//   - are selected by an L2Advertisement of the address's pool (an
-//     advertisement without node selectors selects every node; with several,
-//     any one that matches selects), and
-//   - for every Service holding the address with externalTrafficPolicy Local,
-//     have an endpoint of that Service.
+//   - for every Service with endpoints holding the address that an
+//     L2Advertisement of its pool selects, are selected by one of those
+//     advertisements (an advertisement without node selectors selects
+//     every node; with several, any one that matches selects); without
+//     serviceSelectors, that is: selected by an L2Advertisement of the
+//     pool, and
+//   - for every such Service with externalTrafficPolicy Local, have an
+//     endpoint of that Service.
 //
 // A Service with no endpoint on any node (whatever its policy) does not ask
 // for its addresses to be announced and constrains no one; an address that
-// only such Services hold is not announced (reason NoEndpoints).
+// only such Services hold (among those an advertisement selects) is not
+// announced (reason NoEndpoints).
 //
 // Addresses that must sit on one node are grouped into components: two
 // addresses are in one component when one Service holds both (dual-stack) or
@@ -81,9 +110,35 @@
 // addresses it held, which go to their second-best node. The hash functions
 // are part of the protocol between speakers (see TestHashPinned).
 //
+// Preferred nodes (preferredNodeSelectors). Before the rendezvous score,
+// candidates are compared by a preference score, MetalLB's rule (v0.16.2):
+//
+//   - an L2Advertisement gives each node its nodeSelectors select the sum
+//     of the weights of its preferences whose selector matches the node's
+//     labels (a preference of a node it does not select counts nothing);
+//   - a node's preference score for an address is the sum of what the
+//     advertisements that apply to the address give it, each advertisement
+//     once (MetalLB attaches an advertisement to a pool once, even when
+//     both its ipAddressPools and its ipAddressPoolSelectors name it);
+//   - only the candidates with the highest preference score take part in
+//     the election; the rendezvous score decides between them.
+//
+// So preferences order the candidates and never add one: when no preferred
+// node is a candidate (dead, NetworkUnavailable, excluded, or without an
+// endpoint of a Local Service), every candidate scores alike and the usual
+// election runs; a preferred node that stops being a candidate hands its
+// addresses to the candidates with the next highest score, and takes them
+// back when it returns. Equal scores fall back to the rendezvous score. A
+// component is scored under the advertisements of all its announced
+// addresses; when its addresses are elected one by one, each address under
+// its own. MetalLB orders a Service's candidates by that score, then by
+// its own hash of node and address, and the first announces; the hashes
+// differ, the scores do not.
+//
 // The interfaces the winner answers on are the union of the interfaces of
-// the pool's L2Advertisements that select it; if one of those names no
-// interface, the winner answers on every eligible interface (Interfaces nil).
+// the L2Advertisements that apply to the address and select it; if one of
+// those names no interface, the winner answers on every eligible interface
+// (Interfaces nil).
 //
 // # BGP
 //
@@ -118,21 +173,26 @@
 // Which nodes advertise an address. An address is advertised when it lies
 // in a pool (node-address pools excluded) that a BGPAdvertisement lists
 // (config.Parse has resolved ipAddressPools and ipAddressPoolSelectors into
-// the list), and at least one Service holding it has an endpoint. Address A
-// qualifies on node N when N is listed once, is neither NetworkUnavailable
-// nor excluded, and, for every Service holding A with
-// externalTrafficPolicy Local, N has an endpoint of it (the endpoint rule of
-// layer 2: ready endpoints, or serving ones while none is ready). With
-// Cluster policy every such node qualifies. For each BGPAdvertisement X of
-// A's pool whose nodeSelectors select N (none: every node), N advertises A's
-// prefix under X to each of its sessions whose peer X names (spec.peers;
-// none: every peer). Names of missing peers are ignored (config.Parse warns
+// the list), and at least one Service holding it that such an
+// advertisement selects (serviceSelectors, above) has an endpoint. Address
+// A qualifies on node N when N is listed once, is neither
+// NetworkUnavailable nor excluded, and, for every such Service holding A
+// with externalTrafficPolicy Local, N has an endpoint of it (the endpoint
+// rule of layer 2: ready endpoints, or serving ones while none is ready).
+// With Cluster policy every such node qualifies. For each
+// BGPAdvertisement X that applies to A (lists its pool and selects one of
+// those Services) and whose nodeSelectors select N (none: every node), N
+// advertises A's prefix under X to each of its sessions whose peer X names
+// (spec.peers; none: every peer), and the route lists the Services of A
+// that X selects. Names of missing peers are ignored (config.Parse warns
 // about them). The prefix is A masked to X's aggregationLength (IPv4) or
-// aggregationLengthV6 (IPv6), /32 and /128 by default.
+// aggregationLengthV6 (IPv6), /32 and /128 by default (config.Parse
+// allows serviceSelectors only with those).
 //
 // Reasons in [Result.BGPSkipped], checked in this order: NotInPool,
-// NoBGPAdvertisement, NoEndpoints, NoEligibleNode (no node qualifies and is
-// selected by an advertisement of the pool), NoBGPPeer (such nodes exist but
+// NoBGPAdvertisement (none lists the pool, or none selects a Service
+// holding the address), NoEndpoints, NoEligibleNode (no node qualifies and
+// is selected by an advertisement that applies), NoBGPPeer (such nodes exist but
 // none has a session with a peer those advertisements send to). When the
 // configuration has no BGPAdvertisement at all, BGP is not in use and
 // BGPSkipped is empty.
@@ -156,9 +216,11 @@
 //
 // Several advertisements on one prefix. When several BGPAdvertisements
 // give node N the same prefix towards the same peer (same pool, same
-// aggregation length), N sends one route whose communities are the union of
-// theirs (standard and large, duplicates removed) and whose localPref is the
-// highest of theirs. Different aggregation lengths give different prefixes,
+// aggregation length, each applying to an address inside it), N sends one
+// route whose communities are the union of theirs (standard and large,
+// duplicates removed) and whose localPref is the highest of theirs. An
+// advertisement that selects none of the prefix's Services adds nothing:
+// its communities and localPref go only with the Services it selects. Different aggregation lengths give different prefixes,
 // each with its own attributes (a /32 with localPref and no-advertise beside
 // the /24 for transit, as in MetalLB's example). Peers of N that end up with
 // equal attributes for a prefix share one [BGPRoute]; a prefix can appear in
@@ -193,8 +255,8 @@
 //
 // ServiceL2Status ([Result.L2Statuses], [L2Status]): one object per Service
 // that an [L2Announcement] lists (a Service with an endpoint holding an
-// announced address; a Service not announced, or without endpoints, has
-// none). Its writer is the node elected for the Service's lowest announced
+// announced address, that an L2Advertisement selects; a Service not
+// announced, not selected, or without endpoints, has none). Its writer is the node elected for the Service's lowest announced
 // address (IPv4 before IPv6). It lists the Service's addresses that node
 // announces, so when a Service's addresses are elected apart (see Layer 2
 // election) the others appear in no object; and the union of the
@@ -231,6 +293,18 @@
 // score is one 64-bit mix. 1,000 Services over 100 nodes take under 1 ms of
 // CPU (BenchmarkCompute, docs/benchmarks.md).
 //
+// serviceSelectors and preferences cost only when the configuration has
+// them. A Service's labels are matched once per advertisement with
+// serviceSelectors, on first need. A set of L2Advertisements (a pool's, or
+// those of a pool that select a Service, or the union of an address's or a
+// component's) is numbered once per distinct set, and its nodes, its
+// interfaces per node and its nodes' preference scores are computed once
+// per set, on first need: the cost is per class of Services, not per
+// Service. In BGP, the advertisements that apply to an address held by one
+// Service are listed once per pool and class; only an address that
+// Services share gets lists of its own. BenchmarkComputeSelectors is
+// BenchmarkComputeL2BGP with both in use.
+//
 // BGP adds, per Compute, one selector match per peer and node and per
 // BGPAdvertisement and node, and per address a few bitset operations per
 // advertisement of its pool; per For, one pass over the advertised
@@ -247,16 +321,30 @@
 // cluster through it. Herald's speakers elect that node without a leader:
 // each speaker computes the same answer from the same facts.
 //
+// A Service is announced by the L2Advertisements of its address's
+// IPAddressPool whose spec.serviceSelectors select the Service's labels
+// (no selectors means every Service); a Service that none selects is not
+// announced over layer 2.
+//
 // A node can be elected for an address when its speaker is running and
 // reachable by the other speakers, its Node is not NetworkUnavailable and
 // does not carry the label
 // node.kubernetes.io/exclude-from-external-load-balancers, and it is
-// selected by an L2Advertisement of the address's IPAddressPool (through
-// spec.nodeSelectors; no selectors means every node). For a Service with
+// selected by one of those L2Advertisements (through spec.nodeSelectors;
+// no selectors means every node). For a Service with
 // externalTrafficPolicy: Local, only nodes running a ready endpoint of the
 // Service (or, while none is ready anywhere, a serving one) can be elected,
 // so the client's source address is kept and no second hop is needed. A
 // Service with no endpoint at all is not announced.
+//
+// If those L2Advertisements set spec.preferredNodeSelectors, each node
+// that can be elected gets the sum of the weights of the preferences it
+// matches (over all those advertisements, each counting only on the nodes
+// it selects), and only the nodes with the highest sum take part in the
+// election below. Preferences never make a node electable: when no
+// preferred node can be elected, any node that can may win; when a
+// preferred node fails, its addresses go to the next best, and they come
+// back when it returns.
 //
 // Among the nodes that can be elected, each address goes to the one that
 // scores highest in a hash of the node name and the address. Addresses
@@ -274,9 +362,10 @@
 // Services through allow-shared-ip, are always answered by one node (unless
 // no node can serve them all; then each address is elected on its own).
 //
-// If the L2Advertisements of the pool that select the elected node set
-// spec.interfaces, the node answers only on those interfaces (their union);
-// if one of them sets none, it answers on all its interfaces.
+// If the L2Advertisements announcing the address that select the elected
+// node set spec.interfaces, the node answers only on those interfaces
+// (their union); if one of them sets none, it answers on all its
+// interfaces.
 //
 // If the speakers cannot see each other (a network partition), each side
 // elects among the speakers it sees, and an address can be answered from
@@ -292,11 +381,13 @@
 // spec.nodeSelectors select it. It advertises an address of a pool listed by
 // a BGPAdvertisement when the advertisement's spec.nodeSelectors select it,
 // its Node is not NetworkUnavailable and does not carry the label
-// node.kubernetes.io/exclude-from-external-load-balancers, the Service has
-// an endpoint somewhere, and, for externalTrafficPolicy: Local, the node
-// runs a ready endpoint of the Service. It sends the route to the peers the
-// advertisement names in spec.peers (all its peers when none), with the
-// advertisement's communities, and its localPref to iBGP peers only. When
+// node.kubernetes.io/exclude-from-external-load-balancers, the
+// advertisement's spec.serviceSelectors select the Service's labels (no
+// selectors: every Service), the Service has an endpoint somewhere, and,
+// for externalTrafficPolicy: Local, the node runs a ready endpoint of the
+// Service. It sends the route to the peers the advertisement names in
+// spec.peers (all its peers when none), with the advertisement's
+// communities, and its localPref to iBGP peers only. When
 // several advertisements give one node the same prefix for the same peer,
 // the route carries all their communities and the highest localPref.
 //

@@ -60,3 +60,24 @@ func pick(set []uint64, hash []uint64, key uint64) int {
 	}
 	return best
 }
+
+// pickPreferred is pick among the nodes of set with the highest preference
+// score pref[k] (nil: every score 0): a higher preference score wins, and
+// the rendezvous score decides between equal ones.
+func pickPreferred(set []uint64, hash []uint64, key uint64, pref []int64) int {
+	if pref == nil {
+		return pick(set, hash, key)
+	}
+	best, bestPref, bestScore := -1, int64(0), uint64(0)
+	for w, word := range set {
+		for word != 0 {
+			k := w*64 + bits.TrailingZeros64(word)
+			word &= word - 1
+			p, s := pref[k], score(hash[k], key)
+			if best < 0 || p > bestPref || p == bestPref && s > bestScore {
+				best, bestPref, bestScore = k, p, s
+			}
+		}
+	}
+	return best
+}

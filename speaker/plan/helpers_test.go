@@ -103,3 +103,24 @@ func render(r Result) []string {
 	}
 	return out
 }
+
+// labelled gives s the labels kv (key, value, ...).
+func labelled(s Service, kv ...string) Service {
+	s.Labels = labels.Set{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		s.Labels[kv[i]] = kv[i+1]
+	}
+	return s
+}
+
+// forServices gives a its serviceSelectors (label selector strings).
+func forServices(a *config.L2Advertisement, sels ...string) *config.L2Advertisement {
+	a.ServiceSelectors = selectors(sels...)
+	return a
+}
+
+// prefer adds to a a preference of weight w for the nodes sel selects.
+func prefer(a *config.L2Advertisement, w int32, sel string) *config.L2Advertisement {
+	a.Preferences = append(a.Preferences, config.Preference{Weight: w, Selector: selectors(sel)[0]})
+	return a
+}

@@ -24,6 +24,9 @@ type Service struct {
 	// the Service has no endpoint at all and is not announced. Order and
 	// duplicates do not matter; names of unknown nodes are ignored.
 	EndpointNodes []string
+	// Labels are the Service's labels, which advertisements'
+	// serviceSelectors match.
+	Labels labels.Set
 }
 
 // Node is what the planner needs to know about one Kubernetes Node.
@@ -58,8 +61,9 @@ type Inputs struct {
 // L2Announcement says that Node answers ARP (IPv4) or NDP (IPv6) for Addr.
 type L2Announcement struct {
 	Addr netip.Addr
-	// Services are the keys of the Services with endpoints that hold Addr,
-	// sorted and without duplicates.
+	// Services are the keys of the Services with endpoints that hold Addr
+	// and that an L2Advertisement of its pool selects, sorted and without
+	// duplicates.
 	Services []string
 	// Node is the elected node.
 	Node string
@@ -77,13 +81,16 @@ const (
 	// NotInPool: the address lies in no pool (or in a node-address pool,
 	// whose addresses the nodes own already).
 	NotInPool Reason = "NotInPool"
-	// NoL2Advertisement: no L2Advertisement lists the address's pool.
+	// NoL2Advertisement: no L2Advertisement lists the address's pool, or
+	// none of them selects a Service holding it (serviceSelectors).
 	NoL2Advertisement Reason = "NoL2Advertisement"
-	// NoEndpoints: no Service holding the address has an endpoint.
+	// NoEndpoints: no Service holding the address that an advertisement
+	// selects has an endpoint.
 	NoEndpoints Reason = "NoEndpoints"
 	// NoEligibleNode: no node may announce the address: none is alive,
 	// ready, not excluded and selected by an L2Advertisement of the pool
-	// (and, for a Local Service, has an endpoint).
+	// that selects the Services holding it (and, for a Local Service, has
+	// an endpoint).
 	NoEligibleNode Reason = "NoEligibleNode"
 )
 
@@ -151,32 +158,35 @@ func (r Result) L2Winner(a netip.Addr) (L2Announcement, bool) {
 // not depend on the order of any slice in it.
 //
 // The layer 2 part goes in steps over the Services' addresses (see
-// l2Election): components and candidates (readServices), the Services of
-// each address (sortHolders), the addresses not to announce (decide), the
-// election per component (elect), and the Result (result). computeBGP then
-// reuses its address table, pools and key lists.
+// l2Election): the pool of each address (findPools), components,
+// selections and candidates (readServices), the Services of each address
+// (sortHolders), the addresses not to announce and the advertisements
+// that apply to the others (decide), the election per component (elect),
+// and the Result (result). computeBGP then reuses its address table,
+// pools, selections and key lists.
 func Compute(in Inputs) Result {
 	cfg := in.Config
 	if cfg == nil {
 		cfg = &config.Config{}
 	}
 	ns := newNodeSet(in.Nodes, in.Alive)
-	pools := newPoolTable(cfg, ns)
+	pools := newPoolTable(cfg, ns, in.Services)
 
 	// Every distinct address, sorted: an address's index is its rank, so a
 	// component's root (the lowest index) is its lowest address.
 	addrs, held := newAddrTable(in.Services)
 	if addrs.len() == 0 {
 		var res Result
-		res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, bgpInput{addrs: addrs})
+		res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, bgpInput{addrs: addrs, pools: pools})
 		return res
 	}
-	e := newL2Election(in.Services, ns, addrs, held)
+	e := newL2Election(in.Services, ns, pools, addrs, held)
+	e.findPools()
 	e.readServices()
 	e.sortHolders()
-	e.decide(pools)
+	e.decide()
 	announced := e.elect()
-	res, x := e.result(pools, len(cfg.BGPAdvertisements) > 0, announced)
+	res, x := e.result(len(cfg.BGPAdvertisements) > 0, announced)
 	res.bgp, res.BGPSkipped, res.BGPIssues = computeBGP(in, cfg, x)
 	return res
 }
@@ -186,12 +196,13 @@ func Compute(in Inputs) Result {
 type l2Election struct {
 	svcs  []Service
 	ns    *nodeSet
+	pools *poolTable
 	addrs addrTable
 	n, w  int // addresses, words of a row
 	// parent is the union-find forest of the addresses (find, union).
 	parent []int32
-	// want[i] is true when a Service with endpoints holds address i.
-	want []bool
+	// flags[i] are address i's selection flags (selL2, selBGP, wantL2).
+	flags []uint8
 	// Row i of cand starts as every node; row r of comp is the same for
 	// the component whose root is r. See readServices and decide.
 	cand, comp []uint64
@@ -204,6 +215,14 @@ type l2Election struct {
 	// the negative decisions below; poolOf[i] is the index of its pool,
 	// or -1.
 	dec, poolOf []int32
+	// setOf[i] is the set (pools.sets) of the L2Advertisements that apply
+	// to address i, once decide has found it: its pool's (setOf is then
+	// poolOf) unless serviceSelectors narrow it.
+	setOf []int32
+	// weighted is true when an L2Advertisement has preferences; compSet[r]
+	// is then the union of the sets of the component whose root is r.
+	weighted bool
+	compSet  []int32
 }
 
 // Decisions not to announce an address (l2Election.dec), each for a
@@ -217,12 +236,13 @@ const (
 
 // newL2Election makes the tables of an election over the addresses of
 // addrs: every address its own component, every candidate row full.
-func newL2Election(svcs []Service, ns *nodeSet, addrs addrTable, held int) l2Election {
+func newL2Election(svcs []Service, ns *nodeSet, pools *poolTable, addrs addrTable, held int) l2Election {
 	n, w := addrs.len(), ns.words
-	e := l2Election{svcs: svcs, ns: ns, addrs: addrs, n: n, w: w,
-		parent: make([]int32, n),
-		want:   make([]bool, n),
-		holds:  make([]holding, 0, held),
+	e := l2Election{svcs: svcs, ns: ns, pools: pools, addrs: addrs, n: n, w: w,
+		parent:   make([]int32, n),
+		flags:    make([]uint8, n),
+		holds:    make([]holding, 0, held),
+		weighted: pools.sets.weighted(),
 	}
 	for i := range e.parent {
 		e.parent[i] = int32(i)
@@ -242,18 +262,27 @@ func (e *l2Election) compRow(r int) bitset { return row(e.comp, r, e.w) }
 // by key once sortHolders has run.
 func (e *l2Election) holders(i int) []int32 { return e.byAddr[e.start[i]:e.start[i+1]] }
 
-// readServices records which Service holds which address, joins the
-// addresses of each Service into one component, marks the addresses a
-// Service with endpoints holds as wanted, and narrows the candidate row of
-// each address held by a Local Service with endpoints to the nodes with
-// one of them.
+// sel returns the selection flags of Service si for address i.
+func (e *l2Election) sel(i int, si int32) uint8 {
+	return e.pools.selects(int(e.poolOf[i]), int(si))
+}
+
+// findPools finds the pool of every address.
+func (e *l2Election) findPools() {
+	e.poolOf = make([]int32, e.n)
+	for i := range e.n {
+		e.poolOf[i] = int32(e.pools.lookup(e.addrs.addr(i)))
+	}
+}
+
+// readServices joins the addresses of each Service into one component and
+// records its holdings (hold).
 func (e *l2Election) readServices() {
 	endpoints := make(bitset, e.w)
 	var idx []int32
 	for si := range e.svcs {
-		s := &e.svcs[si]
-		idx = idx[:0] // s's addresses, each once
-		for _, a := range s.Addrs {
+		idx = idx[:0] // the Service's addresses, each once
+		for _, a := range e.svcs[si].Addrs {
 			if j := e.addrs.index(a); j >= 0 && !slices.Contains(idx, j) {
 				idx = append(idx, j)
 			}
@@ -261,19 +290,33 @@ func (e *l2Election) readServices() {
 		for _, j := range idx[min(1, len(idx)):] {
 			union(e.parent, idx[0], j)
 		}
-		wants := len(s.EndpointNodes) > 0
-		if wants && s.Local {
-			endpoints.setNamed(e.ns.index, s.EndpointNodes)
+		e.hold(si, idx, endpoints)
+	}
+}
+
+// hold records that Service si holds the addresses idx, with its
+// selection flags for each (poolTable.selects). Each address that an
+// L2Advertisement selects the Service for, when the Service has
+// endpoints, is wanted (wantL2) and, when the Service is Local, has its
+// candidate row narrowed to the nodes with one of them (endpoints is
+// scratch).
+func (e *l2Election) hold(si int, idx []int32, endpoints bitset) {
+	s := &e.svcs[si]
+	wants, filled := len(s.EndpointNodes) > 0, false
+	for _, j := range idx {
+		f := e.sel(int(j), int32(si))
+		e.holds = append(e.holds, holding{j, int32(si)})
+		e.flags[j] |= f
+		if !wants || f&selL2 == 0 {
+			continue
 		}
-		for _, j := range idx {
-			e.holds = append(e.holds, holding{j, int32(si)})
-			if !wants {
-				continue
+		e.flags[j] |= wantL2
+		if s.Local {
+			if !filled {
+				endpoints.setNamed(e.ns.index, s.EndpointNodes)
+				filled = true
 			}
-			e.want[j] = true
-			if s.Local {
-				e.candRow(int(j)).and(endpoints)
-			}
+			e.candRow(int(j)).and(endpoints)
 		}
 	}
 }
@@ -304,37 +347,90 @@ func (e *l2Election) sortHolders() {
 	e.start, e.byAddr = start, byAddr
 }
 
-// decide finds each address's pool and decides the addresses not to
-// announce for want of a pool, of an L2Advertisement of it, or of a
+// decide decides the addresses not to announce for want of a pool, of an
+// L2Advertisement of it that selects a Service holding them, or of such a
 // Service with endpoints. Each other address has its candidate row
-// narrowed to its pool's candidates, and narrows its component's row to
-// the result: a component's row is the candidates common to its addresses.
-func (e *l2Election) decide(pools *poolTable) {
-	e.dec, e.poolOf = make([]int32, e.n), make([]int32, e.n)
+// narrowed to the nodes of the advertisements that apply to it (narrow),
+// and narrows its component's row to the result: a component's row is
+// the candidates common to its addresses.
+func (e *l2Election) decide() {
+	e.dec = make([]int32, e.n)
+	e.setOf = e.poolOf
+	if e.pools.l2Narrow != nil {
+		e.setOf = make([]int32, e.n)
+	}
+	if e.weighted {
+		e.compSet = make([]int32, e.n)
+		for i := range e.compSet {
+			e.compSet[i] = -1
+		}
+	}
 	for i := range e.n {
-		p := pools.lookup(e.addrs.addr(i))
-		e.poolOf[i] = int32(p)
+		p := int(e.poolOf[i])
 		switch {
 		case p < 0:
 			e.dec[i] = decNotInPool
-		case !pools.advertised[p]:
+		case !e.pools.advertised[p] || e.flags[i]&selL2 == 0:
 			e.dec[i] = decNoAdvertisement
-		case !e.want[i]:
+		case e.flags[i]&wantL2 == 0:
 			e.dec[i] = decNoEndpoints
 		default:
 			c := e.candRow(i)
-			c.and(pools.cand(p))
-			e.compRow(int(find(e.parent, int32(i)))).and(c)
+			e.setOf[i] = e.narrow(i, p, c)
+			r := int(find(e.parent, int32(i)))
+			e.compRow(r).and(c)
+			if e.weighted {
+				e.joinSet(r, i)
+			}
 		}
 	}
 }
 
+// narrow narrows address i's candidate row c to the nodes that the
+// L2Advertisements of its pool p select, and returns the set of those
+// that apply to it. Without serviceSelectors in the pool, that is every
+// advertisement of the pool. Otherwise each Service with endpoints
+// holding i narrows c to the nodes of the advertisements that select it
+// (as a Local Service narrows it to its endpoints), and the set is the
+// union of those advertisements.
+func (e *l2Election) narrow(i, p int, c bitset) int32 {
+	t := e.pools
+	if t.l2Narrow == nil || !t.l2Narrow[p] {
+		c.and(t.sets.cand(int32(p)))
+		return int32(p)
+	}
+	set := int32(-1)
+	for _, si := range e.holders(i) {
+		if len(e.svcs[si].EndpointNodes) == 0 || e.sel(i, si)&selL2 == 0 {
+			continue
+		}
+		s := t.svcSet(p, int(si))
+		c.and(t.sets.cand(s))
+		if set < 0 {
+			set = s
+		} else {
+			set = t.sets.union(set, s)
+		}
+	}
+	return set
+}
+
+// joinSet adds address i's set to the set of its component, whose root
+// is r.
+func (e *l2Election) joinSet(r, i int) {
+	if e.compSet[r] < 0 {
+		e.compSet[r] = e.setOf[i]
+		return
+	}
+	e.compSet[r] = e.pools.sets.union(e.compSet[r], e.setOf[i])
+}
+
 // elect elects the node of every address left undecided, with its
 // component's key (the root address): the candidate common to the
-// component with the highest score, or, when the component has none, the
-// address's own candidate with the highest score; an address without
-// candidates is decided decNoNode. It returns the number of addresses
-// elected.
+// component with the highest preference and then rendezvous score
+// (choose), or, when the component has none, the address's own candidate
+// that scores highest; an address without candidates is decided decNoNode.
+// It returns the number of addresses elected.
 func (e *l2Election) elect() int {
 	winner := make([]int32, e.n) // per root: the component's winner + 1; 0 = not yet, -1 = none
 	announced := 0
@@ -344,8 +440,12 @@ func (e *l2Election) elect() int {
 		}
 		r := int(find(e.parent, int32(i)))
 		key := e.addrs.hash(r)
+		compSet, ownSet := int32(-1), int32(-1)
+		if e.weighted {
+			compSet, ownSet = e.compSet[r], e.setOf[i]
+		}
 		if winner[r] == 0 {
-			winner[r] = int32(pick(e.compRow(r), e.ns.hash, key)) + 1
+			winner[r] = int32(e.choose(e.compRow(r), compSet, key)) + 1
 			if winner[r] == 0 {
 				winner[r] = -1
 			}
@@ -354,7 +454,7 @@ func (e *l2Election) elect() int {
 		if winner[r] < 0 {
 			// The component's addresses have no common candidate: each
 			// address is elected on its own, with the component's key.
-			k = pick(e.candRow(i), e.ns.hash, key)
+			k = e.choose(e.candRow(i), ownSet, key)
 		}
 		if k < 0 {
 			e.dec[i] = decNoNode
@@ -366,25 +466,37 @@ func (e *l2Election) elect() int {
 	return announced
 }
 
+// choose returns the node of set that wins key, or -1 when set is empty.
+// When an L2Advertisement has preferences, only the nodes of set with the
+// highest preference score under the advertisements s (a set of
+// pools.sets) take part (pickPreferred).
+func (e *l2Election) choose(set bitset, s int32, key uint64) int {
+	if !e.weighted {
+		return pick(set, e.ns.hash, key)
+	}
+	return pickPreferred(set, e.ns.hash, key, e.pools.sets.scoresOf(s))
+}
+
 // result builds the layer 2 part of the Result from the decisions, and
 // computeBGP's input: the pools and, when bgp is true (the configuration
 // has BGPAdvertisements), every address's key lists.
-func (e *l2Election) result(pools *poolTable, bgp bool, announced int) (Result, bgpInput) {
+func (e *l2Election) result(bgp bool, announced int) (Result, bgpInput) {
 	res := Result{
 		L2:        make([]L2Announcement, 0, announced),
 		L2Skipped: make([]L2Skipped, 0, e.n-announced),
 	}
-	keys := keyLists{all: make([]string, 0, len(e.holds)), want: make([]string, 0, len(e.holds))}
-	x := bgpInput{addrs: e.addrs, poolOf: e.poolOf, holds: e.holds}
+	keys := newKeyLists(len(e.holds), bgp && e.pools.narrowed())
+	x := bgpInput{addrs: e.addrs, pools: e.pools, poolOf: e.poolOf, flags: e.flags, holds: e.holds,
+		start: e.start, byAddr: e.byAddr}
 	if bgp {
 		x.wantOf, x.allOf = make([][]string, e.n), make([][]string, e.n)
 	}
 	for i := range e.n {
-		all, want := keys.add(e.svcs, e.holders(i))
+		all, want, bgpWant := keys.add(e, i)
 		if bgp {
 			x.allOf[i] = all
-			if len(want) > 0 {
-				x.wantOf[i] = want
+			if len(bgpWant) > 0 {
+				x.wantOf[i] = bgpWant
 			}
 		}
 		d := e.dec[i]
@@ -396,7 +508,7 @@ func (e *l2Election) result(pools *poolTable, bgp bool, announced int) (Result, 
 			Addr:       e.addrs.addr(i),
 			Services:   want,
 			Node:       e.ns.names[d],
-			Interfaces: pools.interfaces(int(e.poolOf[i]), int(d)),
+			Interfaces: e.pools.sets.interfaces(e.setOf[i], int(d)),
 		})
 	}
 	return res, x
@@ -415,27 +527,53 @@ func l2Reason(d int32) Reason {
 	return NoEligibleNode // decNoNode
 }
 
-// keyLists holds the key lists of every address in two shared arrays: the
-// keys of the Services holding it, and of those with endpoints.
+// keyLists holds the key lists of every address in shared arrays: the
+// keys of the Services holding it (all), of those with endpoints that an
+// L2Advertisement selects (want), and of those with endpoints that a
+// BGPAdvertisement selects (bgp, only when serviceSelectors make it
+// differ from want).
 type keyLists struct {
-	all, want []string
+	all, want, bgp []string
+	apart          bool
 }
 
-// add appends the keys of the Services holders (indexes into svcs, sorted
-// by key) and returns the address's two lists, without duplicates. Each is
-// capped, so that an append to it cannot overwrite the next address's.
-func (l *keyLists) add(svcs []Service, holders []int32) (all, want []string) {
-	a0, w0 := len(l.all), len(l.want)
-	for _, si := range holders {
-		s := &svcs[si]
-		if len(l.all) == a0 || l.all[len(l.all)-1] != s.Key {
-			l.all = append(l.all, s.Key)
+func newKeyLists(holds int, apart bool) keyLists {
+	l := keyLists{all: make([]string, 0, holds), want: make([]string, 0, holds), apart: apart}
+	if apart {
+		l.bgp = make([]string, 0, holds)
+	}
+	return l
+}
+
+// add appends the keys of the Services holding address i and returns
+// the address's three lists.
+func (l *keyLists) add(e *l2Election, i int) (all, want, bgp []string) {
+	all = e.appendKeys(&l.all, i, 0)
+	want = e.appendKeys(&l.want, i, selL2)
+	bgp = want
+	if l.apart {
+		bgp = e.appendKeys(&l.bgp, i, selBGP)
+	}
+	return all, want, bgp
+}
+
+// appendKeys appends to *buf, and returns, the keys of the Services
+// holding address i, once each: all of them when sel is 0, else those with
+// endpoints that have selection flag sel for it. The list is capped, so
+// that an append to it cannot overwrite the next address's.
+func (e *l2Election) appendKeys(buf *[]string, i int, sel uint8) []string {
+	b, b0 := *buf, len(*buf)
+	for _, si := range e.holders(i) {
+		s := &e.svcs[si]
+		if sel != 0 && (len(s.EndpointNodes) == 0 || e.sel(i, si)&sel == 0) {
+			continue
 		}
-		if len(s.EndpointNodes) > 0 && (len(l.want) == w0 || l.want[len(l.want)-1] != s.Key) {
-			l.want = append(l.want, s.Key)
+		if len(b) == b0 || b[len(b)-1] != s.Key {
+			b = append(b, s.Key)
 		}
 	}
-	return l.all[a0:len(l.all):len(l.all)], l.want[w0:len(l.want):len(l.want)]
+	*buf = b
+	return b[b0:len(b):len(b)]
 }
 
 // holding says that Service svc holds address addr (indices into
@@ -508,134 +646,4 @@ func newNodeSet(nodes []Node, alive []string) *nodeSet {
 		ns.index[nd.Name] = i
 	}
 	return ns
-}
-
-// poolTable answers "which pool holds this address" and "which nodes may
-// announce this pool's addresses", computed once per Compute.
-type poolTable struct {
-	cfg    *config.Config
-	ranges []poolRange // sorted by First
-	// advertised[p] is true when an L2Advertisement lists pool p.
-	advertised []bool
-	// cands holds one bitset per pool: the eligible nodes selected by an
-	// L2Advertisement of the pool.
-	cands []uint64
-	// advNodes holds one bitset per L2Advertisement: the eligible nodes it
-	// selects.
-	advNodes []uint64
-	words    int
-	// ifaces caches interfaces(p, node) at p*len(nodes)+node, when done
-	// says so.
-	ifaces []ifaceList
-	nnodes int
-}
-
-type poolRange struct {
-	r    config.Range
-	pool int
-}
-
-func newPoolTable(cfg *config.Config, ns *nodeSet) *poolTable {
-	w := ns.words
-	t := &poolTable{
-		cfg:        cfg,
-		advertised: make([]bool, len(cfg.Pools)),
-		cands:      make([]uint64, len(cfg.Pools)*w),
-		advNodes:   make([]uint64, len(cfg.L2Advertisements)*w),
-		words:      w,
-		ifaces:     make([]ifaceList, len(cfg.Pools)*len(ns.names)),
-		nnodes:     len(ns.names),
-	}
-	for p, pool := range cfg.Pools {
-		if pool.NodeAddresses != nil {
-			continue // the nodes own these addresses; nothing to announce
-		}
-		for _, r := range pool.Ranges {
-			t.ranges = append(t.ranges, poolRange{r, p})
-		}
-	}
-	slices.SortStableFunc(t.ranges, func(a, b poolRange) int { return a.r.First.Compare(b.r.First) })
-
-	for a, adv := range cfg.L2Advertisements {
-		bs := row(t.advNodes, a, w)
-		for k := range ns.names {
-			if selects(adv.NodeSelectors, ns.labels[k]) {
-				bs.set(k)
-			}
-		}
-		for p, pool := range cfg.Pools {
-			if !slices.Contains(adv.Pools, pool.Name) {
-				continue
-			}
-			t.advertised[p] = true
-			t.cand(p).or(bs)
-		}
-	}
-	return t
-}
-
-// selects reports whether a node with labels l matches: no selectors match
-// every node, otherwise any one must.
-func selects(sels []labels.Selector, l labels.Set) bool {
-	if len(sels) == 0 {
-		return true
-	}
-	for _, s := range sels {
-		if s.Matches(l) {
-			return true
-		}
-	}
-	return false
-}
-
-// cand returns the candidates of pool p (see cands).
-func (t *poolTable) cand(p int) bitset { return row(t.cands, p, t.words) }
-
-// lookup returns the index of the pool holding a, or -1.
-func (t *poolTable) lookup(a netip.Addr) int {
-	// The last range starting at or before a.
-	i, found := slices.BinarySearchFunc(t.ranges, a, func(r poolRange, a netip.Addr) int { return r.r.First.Compare(a) })
-	if !found {
-		i--
-	}
-	if i >= 0 && t.ranges[i].r.Contains(a) {
-		return t.ranges[i].pool
-	}
-	return -1
-}
-
-// interfaces returns the interfaces node k answers on for pool p: the union
-// of the interfaces of the pool's L2Advertisements that select k, or nil
-// (every interface) when one of them names none.
-func (t *poolTable) interfaces(p, k int) []string {
-	slot := &t.ifaces[p*t.nnodes+k]
-	if slot.done {
-		return slot.names
-	}
-	name := t.cfg.Pools[p].Name
-	var out []string
-	all := false
-	for a, adv := range t.cfg.L2Advertisements {
-		if !row(t.advNodes, a, t.words).has(k) || !slices.Contains(adv.Pools, name) {
-			continue
-		}
-		if len(adv.Interfaces) == 0 {
-			all = true
-			break
-		}
-		out = append(out, adv.Interfaces...)
-	}
-	if all {
-		out = nil
-	} else {
-		slices.Sort(out)
-		out = slices.Clip(slices.Compact(out))
-	}
-	*slot = ifaceList{out, true}
-	return out
-}
-
-type ifaceList struct {
-	names []string
-	done  bool
 }

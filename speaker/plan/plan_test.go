@@ -211,6 +211,66 @@ func TestRules(t *testing.T) {
 			local(svc("d/c", addrList("10.0.0.1"), "n1", "n2")),
 		},
 		want: []string{"10.0.0.1 n1 * d/c", "10.0.0.5 n1 * d/a"},
+	}, {
+		name:  "serviceSelectors: a Service whose labels match is announced",
+		cfg:   conf(pools, forServices(adv("l2", all, nil), "app=web", "tier=front")),
+		nodes: one,
+		svcs: []Service{labelled(svc("d/a", addrList("10.0.0.1"), "n1"), "app", "web"),
+			labelled(svc("d/b", addrList("10.0.0.2"), "n1"), "app", "db", "tier", "front")},
+		want: []string{"10.0.0.1 n1 * d/a", "10.0.0.2 n1 * d/b"},
+	}, {
+		name:  "serviceSelectors: a Service whose labels do not match, or that has none, is not announced",
+		cfg:   conf(pools, forServices(adv("l2", all, nil), "app=web")),
+		nodes: one,
+		svcs: []Service{labelled(svc("d/a", addrList("10.0.0.1"), "n1"), "app", "db"),
+			svc("d/b", addrList("10.0.0.2"), "n1")},
+		want: []string{"10.0.0.1 -NoL2Advertisement d/a", "10.0.0.2 -NoL2Advertisement d/b"},
+	}, {
+		name: "serviceSelectors: an advertisement without any selects every Service beside one with them",
+		cfg: conf(pools, forServices(adv("web", all, []string{"zone=a"}, "eth0"), "app=web"),
+			adv("rest", all, []string{"zone=b"}, "eth1")),
+		nodes: []Node{node("n1", "zone", "a"), node("n2", "zone", "b")},
+		svcs: []Service{labelled(local(svc("d/web", addrList("10.0.0.1"), "n1")), "app", "web"),
+			labelled(local(svc("d/db", addrList("10.0.0.2"), "n1")), "app", "db")},
+		want: []string{"10.0.0.1 n1 [eth0] d/web", "10.0.0.2 -NoEligibleNode d/db"},
+	}, {
+		name: "serviceSelectors: the nodes of every advertisement selecting the Service, and only their interfaces",
+		cfg: conf(pools,
+			forServices(adv("web", all, []string{"zone=a"}, "eth0"), "app=web"),
+			forServices(adv("front", all, []string{"zone=b"}, "eth1"), "tier=front"),
+			forServices(adv("db", all, []string{"zone in (a,b,c)"}, "eth2"), "app=db")),
+		nodes: []Node{node("n1", "zone", "a"), node("n2", "zone", "b"), node("n3", "zone", "c")},
+		svcs: []Service{
+			labelled(local(svc("d/on-a", addrList("10.0.0.1"), "n1")), "app", "web", "tier", "front"),
+			labelled(local(svc("d/on-b", addrList("10.0.0.2"), "n2")), "app", "web", "tier", "front"),
+			labelled(local(svc("d/on-c", addrList("10.0.0.3"), "n3")), "app", "web", "tier", "front"),
+			labelled(local(svc("d/db", addrList("10.0.0.4"), "n3")), "app", "db"),
+		},
+		want: []string{"10.0.0.1 n1 [eth0] d/on-a", "10.0.0.2 n2 [eth1] d/on-b", "10.0.0.3 -NoEligibleNode d/on-c",
+			"10.0.0.4 n3 [eth2] d/db"},
+	}, {
+		name:  "serviceSelectors: a sharer no advertisement selects neither asks nor constrains",
+		cfg:   conf(pools, forServices(adv("l2", all, nil), "app=web")),
+		nodes: []Node{node("n1"), node("n2")},
+		svcs: []Service{labelled(local(svc("d/a", addrList("10.0.0.1"), "n1")), "app", "web"),
+			labelled(local(svc("d/b", addrList("10.0.0.1"), "n2")), "app", "db")},
+		want: []string{"10.0.0.1 n1 * d/a"},
+	}, {
+		name: "serviceSelectors: sharers selected by different advertisements each narrow the nodes",
+		cfg: conf(pools,
+			forServices(adv("web", all, []string{"rack=1"}, "eth0"), "app=web"),
+			forServices(adv("db", all, []string{"zone=a"}, "eth1"), "app=db")),
+		nodes: []Node{node("n1", "rack", "1"), node("n2", "rack", "1", "zone", "a"), node("n3", "zone", "a")},
+		svcs: []Service{labelled(svc("d/a", addrList("10.0.0.1"), "n1"), "app", "web"),
+			labelled(svc("d/b", addrList("10.0.0.1"), "n3"), "app", "db")},
+		want: []string{"10.0.0.1 n2 [eth0 eth1] d/a,d/b"},
+	}, {
+		name:  "serviceSelectors: the selected sharer has no endpoint, the other is not selected",
+		cfg:   conf(pools, forServices(adv("l2", all, nil), "app=web")),
+		nodes: one,
+		svcs: []Service{labelled(svc("d/a", addrList("10.0.0.1")), "app", "web"),
+			labelled(svc("d/b", addrList("10.0.0.1"), "n1"), "app", "db")},
+		want: []string{"10.0.0.1 -NoEndpoints d/a,d/b"},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -339,5 +399,145 @@ func TestFor(t *testing.T) {
 	}
 	if _, ok := res.L2Winner(addr("10.0.0.200")); ok {
 		t.Errorf("L2Winner found an address nobody holds")
+	}
+}
+
+// TestPreferredNodes: preferredNodeSelectors give each candidate the sum of
+// the weights of the preferences it matches, over the advertisements that
+// apply to the address and select it; only the candidates with the highest
+// sum take part in the election, which the rendezvous score decides. Each
+// case has 32 Services of one address each (endpoints on every node) and
+// names the nodes that must share them: each address goes to the one of
+// them that scores highest, so the case fails both when another node wins
+// and when one of them is left out.
+func TestPreferredNodes(t *testing.T) {
+	p := []*config.Pool{pool("p", "10.0.0.0/24")}
+	nodes := []Node{
+		node("n1", "zone", "a", "rack", "2", "tier", "gold"),
+		node("n2", "zone", "a", "rack", "1", "tier", "silver"),
+		node("n3", "zone", "b", "rack", "2"),
+		node("n4", "zone", "b", "rack", "1"),
+	}
+	handover := conf(p, prefer(prefer(adv("l2", []string{"p"}, nil), 100, "tier=gold"), 50, "tier=silver"))
+	tests := []struct {
+		name  string
+		cfg   *config.Config
+		spoil func(in *Inputs)
+		svc   func(s Service) Service
+		win   []string // the nodes that share the addresses
+	}{
+		{name: "no preferences: every candidate",
+			cfg: conf(p, adv("l2", []string{"p"}, nil)), win: []string{"n1", "n2", "n3", "n4"}},
+		{name: "the highest score wins",
+			cfg: conf(p, prefer(adv("l2", []string{"p"}, nil), 50, "zone=b,rack=2")), win: []string{"n3"}},
+		{name: "the weights of the preferences a node matches add up",
+			cfg: conf(p, prefer(prefer(adv("l2", []string{"p"}, nil), 50, "zone=a"), 30, "rack=1")), win: []string{"n2"}},
+		{name: "control: without the second preference, n1 and n2 tie",
+			cfg: conf(p, prefer(adv("l2", []string{"p"}, nil), 50, "zone=a")), win: []string{"n1", "n2"}},
+		{name: "the weights of the advertisements of the pool add up",
+			cfg: conf(p, prefer(adv("a", []string{"p"}, nil), 50, "zone=a"), prefer(adv("b", []string{"p"}, nil), 40, "rack=1")),
+			win: []string{"n2"}},
+		{name: "an advertisement's preferences count only on the nodes it selects",
+			cfg: conf(p, adv("all", []string{"p"}, nil), prefer(adv("b", []string{"p"}, []string{"zone=b"}), 100, "rack=1")),
+			win: []string{"n4"}},
+		{name: "control: the same advertisement selecting every node",
+			cfg: conf(p, adv("all", []string{"p"}, nil), prefer(adv("b", []string{"p"}, nil), 100, "rack=1")),
+			win: []string{"n2", "n4"}},
+		{name: "equal scores fall back to the rendezvous election",
+			cfg: conf(p, prefer(prefer(adv("l2", []string{"p"}, nil), 50, "tier=gold"), 50, "zone=b,rack=1")),
+			win: []string{"n1", "n4"}},
+		{name: "preferred and ready", cfg: handover, win: []string{"n1"}},
+		{name: "a preferred node that goes NetworkUnavailable hands over to the next score",
+			cfg: handover, spoil: func(in *Inputs) { in.Nodes[0].NetworkUnavailable = true }, win: []string{"n2"}},
+		{name: "a preferred speaker that dies hands over to the next score",
+			cfg: handover, spoil: func(in *Inputs) { in.Alive = []string{"n2", "n3", "n4"} }, win: []string{"n2"}},
+		{name: "no preferred node left: every candidate",
+			cfg: handover, spoil: func(in *Inputs) { in.Alive = []string{"n3", "n4"} }, win: []string{"n3", "n4"}},
+		{name: "Local: a preferred node without an endpoint is no candidate",
+			cfg: handover, svc: func(s Service) Service { s.Local, s.EndpointNodes = true, []string{"n2", "n3", "n4"}; return s },
+			win: []string{"n2"}},
+		{name: "the preferences of an advertisement that does not select the Service do not count",
+			cfg: conf(p, adv("all", []string{"p"}, nil), forServices(prefer(adv("web", []string{"p"}, nil), 100, "zone=a"), "app=web")),
+			svc: func(s Service) Service { return labelled(s, "app", "db") }, win: []string{"n1", "n2", "n3", "n4"}},
+		{name: "control: the same advertisement selecting the Service",
+			cfg: conf(p, adv("all", []string{"p"}, nil), forServices(prefer(adv("web", []string{"p"}, nil), 100, "zone=a"), "app=web")),
+			svc: func(s Service) Service { return labelled(s, "app", "web") }, win: []string{"n1", "n2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Inputs{Config: tc.cfg, Nodes: slices.Clone(nodes), Alive: names(nodes)}
+			for i := range 32 {
+				s := svc(fmt.Sprintf("d/s%d", i), addrList(fmt.Sprintf("10.0.0.%d", i+1)), names(nodes)...)
+				if tc.svc != nil {
+					s = tc.svc(s)
+				}
+				in.Services = append(in.Services, s)
+			}
+			if tc.spoil != nil {
+				tc.spoil(&in)
+			}
+			res := Compute(in)
+			if len(res.L2) != 32 {
+				t.Fatalf("%d announced, want 32: %q", len(res.L2), render(res))
+			}
+			won := map[string]int{}
+			for _, a := range res.L2 {
+				best := ""
+				var top uint64
+				for _, n := range tc.win {
+					if s := score(nodeHash(n), addrHash(a.Addr)); best == "" || s > top {
+						best, top = n, s
+					}
+				}
+				if a.Node != best {
+					t.Errorf("%s went to %s, want %s (the best of %v)", a.Addr, a.Node, best, tc.win)
+				}
+				won[a.Node]++
+			}
+			if len(won) != len(tc.win) {
+				t.Errorf("winners %v, want each of %v", won, tc.win)
+			}
+		})
+	}
+}
+
+// TestPreferredComponent: a component is scored under the advertisements
+// of all its addresses; addresses elected one by one each under their own.
+func TestPreferredComponent(t *testing.T) {
+	pools := []*config.Pool{pool("v4", "10.0.0.0/24"), pool("v6", "fd00::/120")}
+	nodes := []Node{node("n1", "id", "1"), node("n2", "id", "2"), node("n3", "id", "3"), node("n4", "id", "4")}
+	tests := []struct {
+		name string
+		cfg  *config.Config
+		svcs []Service
+		want []string
+	}{{
+		// n1 60, n2 30+40, n3 50: under v4's alone n1 would win, under
+		// v6's alone n3.
+		name: "together: the sum over the advertisements of both addresses",
+		cfg: conf(pools,
+			prefer(prefer(adv("v4", []string{"v4"}, nil), 60, "id=1"), 30, "id=2"),
+			prefer(prefer(adv("v6", []string{"v6"}, nil), 40, "id=2"), 50, "id=3")),
+		svcs: []Service{svc("d/ds", addrList("10.0.0.1", "fd00::1"), "n1")},
+		want: []string{"10.0.0.1 n2 * d/ds", "fd00::1 n2 * d/ds"},
+	}, {
+		// Local sharers leave the two addresses no common candidate:
+		// 10.0.0.1 among n1 and n2, fd00::1 among n3 and n4. Under both
+		// advertisements n1 and n3 would win.
+		name: "apart: each address under its own advertisements",
+		cfg: conf(pools,
+			prefer(prefer(adv("v4", []string{"v4"}, nil), 50, "id=2"), 100, "id=3"),
+			prefer(prefer(adv("v6", []string{"v6"}, nil), 50, "id=4"), 100, "id=1")),
+		svcs: []Service{svc("d/ds", addrList("10.0.0.1", "fd00::1"), "n1"),
+			local(svc("d/l4", addrList("10.0.0.1"), "n1", "n2")), local(svc("d/l6", addrList("fd00::1"), "n3", "n4"))},
+		want: []string{"10.0.0.1 n2 * d/ds,d/l4", "fd00::1 n4 * d/ds,d/l6"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := render(Compute(Inputs{Config: tc.cfg, Nodes: nodes, Alive: names(nodes), Services: tc.svcs}))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
+			}
+		})
 	}
 }

@@ -17,8 +17,8 @@ const rounds = 400
 
 // gen makes random, small, collision-prone inputs: few nodes with random
 // flags, few addresses (so Services share them), random advertisements with
-// selectors and interfaces, dual-stack and Local Services, endpoints on
-// unknown nodes.
+// node and Service selectors, preferences and interfaces, dual-stack and
+// Local Services with random labels, endpoints on unknown nodes.
 func gen(r *rand.Rand) Inputs {
 	pools := []*config.Pool{
 		pool("a", "10.0.0.0/28"),
@@ -28,6 +28,14 @@ func gen(r *rand.Rand) Inputs {
 	}
 	in := Inputs{Config: &config.Config{Pools: pools}}
 	selectors := []string{"zone=a", "zone in (a,b)", "rack=1", "zone!=c", "rack=2,zone=b"}
+	svcSelectors := []string{"app=web", "app in (web,db)", "tier=front", "app!=db", "tier"}
+	parse := func(s string) labels.Selector {
+		sel, err := labels.Parse(s)
+		if err != nil {
+			panic(err)
+		}
+		return sel
+	}
 	ifaces := []string{"eth0", "eth1", "bond0"}
 	for i := range r.IntN(5) {
 		a := &config.L2Advertisement{Name: fmt.Sprintf("adv%d", i)}
@@ -38,11 +46,18 @@ func gen(r *rand.Rand) Inputs {
 		}
 		if r.IntN(2) == 0 {
 			for range 1 + r.IntN(2) {
-				sel, err := labels.Parse(selectors[r.IntN(len(selectors))])
-				if err != nil {
-					panic(err)
-				}
-				a.NodeSelectors = append(a.NodeSelectors, sel)
+				a.NodeSelectors = append(a.NodeSelectors, parse(selectors[r.IntN(len(selectors))]))
+			}
+		}
+		if r.IntN(3) == 0 {
+			for range 1 + r.IntN(2) {
+				a.ServiceSelectors = append(a.ServiceSelectors, parse(svcSelectors[r.IntN(len(svcSelectors))]))
+			}
+		}
+		if r.IntN(3) == 0 {
+			for range 1 + r.IntN(2) {
+				a.Preferences = append(a.Preferences, config.Preference{
+					Weight: []int32{1, 50, 100}[r.IntN(3)], Selector: parse(selectors[r.IntN(len(selectors))])})
 			}
 		}
 		for _, f := range ifaces {
@@ -83,7 +98,13 @@ func gen(r *rand.Rand) Inputs {
 		return netip.AddrFrom4([4]byte{192, 168, 0, byte(r.IntN(4))})
 	}
 	for i := range r.IntN(20) {
-		s := Service{Key: fmt.Sprintf("ns/s%02d", i), Local: r.IntN(3) == 0}
+		s := Service{Key: fmt.Sprintf("ns/s%02d", i), Local: r.IntN(3) == 0, Labels: labels.Set{}}
+		if r.IntN(3) != 0 {
+			s.Labels["app"] = []string{"web", "db"}[r.IntN(2)]
+		}
+		if r.IntN(2) == 0 {
+			s.Labels["tier"] = []string{"front", "back"}[r.IntN(2)]
+		}
 		for range 1 + r.IntN(2) {
 			s.Addrs = append(s.Addrs, pick())
 		}
@@ -149,6 +170,17 @@ func reference(in Inputs) Result {
 		}
 		return false
 	}
+	selectsSvc := func(a *config.L2Advertisement, s Service) bool {
+		if len(a.ServiceSelectors) == 0 {
+			return true
+		}
+		for _, sel := range a.ServiceSelectors {
+			if sel.Matches(s.Labels) {
+				return true
+			}
+		}
+		return false
+	}
 	// Addresses and the Services holding them.
 	holders := map[netip.Addr][]Service{}
 	for _, s := range in.Services {
@@ -160,10 +192,14 @@ func reference(in Inputs) Result {
 			}
 		}
 	}
-	// Candidates of one address, or nil when it is not to be announced.
+	// Candidates of one address, or nil when it is not to be announced;
+	// the advertisements that apply to it and the Services it is
+	// announced for.
 	type state struct {
-		reason Reason
-		cands  map[string]bool
+		reason  Reason
+		cands   map[string]bool
+		advs    []*config.L2Advertisement
+		wanting []string
 	}
 	st := map[netip.Addr]state{}
 	for a, hs := range holders {
@@ -176,33 +212,50 @@ func reference(in Inputs) Result {
 			st[a] = state{reason: NoL2Advertisement}
 			continue
 		}
-		wanted := false
-		c := map[string]bool{}
-		for _, n := range eligible {
-			for _, ad := range advsOf(p) {
-				if selected(ad, n) {
-					c[n.Name] = true
-				}
-			}
-		}
+		chosen := false
+		var wanting []Service
 		for _, s := range hs {
-			if len(s.EndpointNodes) == 0 {
+			if !slices.ContainsFunc(advsOf(p), func(ad *config.L2Advertisement) bool { return selectsSvc(ad, s) }) {
 				continue
 			}
-			wanted = true
-			if s.Local {
-				for n := range c {
-					if !slices.Contains(s.EndpointNodes, n) {
-						delete(c, n)
-					}
-				}
+			chosen = true
+			if len(s.EndpointNodes) > 0 {
+				wanting = append(wanting, s)
 			}
 		}
-		if !wanted {
+		switch {
+		case !chosen:
+			st[a] = state{reason: NoL2Advertisement}
+			continue
+		case len(wanting) == 0:
 			st[a] = state{reason: NoEndpoints}
 			continue
 		}
-		st[a] = state{cands: c}
+		c := map[string]bool{}
+		for _, n := range eligible {
+			ok := true
+			for _, s := range wanting {
+				allowed := slices.ContainsFunc(advsOf(p), func(ad *config.L2Advertisement) bool { return selectsSvc(ad, s) && selected(ad, n) })
+				if !allowed || s.Local && !slices.Contains(s.EndpointNodes, n.Name) {
+					ok = false
+				}
+			}
+			if ok {
+				c[n.Name] = true
+			}
+		}
+		var advs []*config.L2Advertisement
+		var keys []string
+		for _, ad := range advsOf(p) {
+			if slices.ContainsFunc(wanting, func(s Service) bool { return selectsSvc(ad, s) }) {
+				advs = append(advs, ad)
+			}
+		}
+		for _, s := range wanting {
+			keys = append(keys, s.Key)
+		}
+		slices.Sort(keys)
+		st[a] = state{cands: c, advs: advs, wanting: slices.Compact(keys)}
 	}
 	// Components by flood fill.
 	compOf := map[netip.Addr]int{}
@@ -230,13 +283,34 @@ func reference(in Inputs) Result {
 			}
 		}
 	}
-	best := func(c map[string]bool, key netip.Addr) string {
+	nodeByName := map[string]Node{}
+	for _, n := range eligible {
+		nodeByName[n.Name] = n
+	}
+	// pref is n's preference score under advs: the weights of the
+	// preferences it matches of those that select it.
+	pref := func(n string, advs []*config.L2Advertisement) int64 {
+		var sum int64
+		for _, ad := range advs {
+			if !selected(ad, nodeByName[n]) {
+				continue
+			}
+			for _, p := range ad.Preferences {
+				if p.Selector.Matches(nodeByName[n].Labels) {
+					sum += int64(p.Weight)
+				}
+			}
+		}
+		return sum
+	}
+	best := func(c map[string]bool, key netip.Addr, advs []*config.L2Advertisement) string {
 		win := ""
 		var top uint64
+		var topPref int64
 		for n := range c {
-			s := score(nodeHash(n), addrHash(key))
-			if win == "" || s > top || (s == top && n < win) {
-				win, top = n, s
+			s, p := score(nodeHash(n), addrHash(key)), pref(n, advs)
+			if win == "" || p > topPref || p == topPref && (s > top || (s == top && n < win)) {
+				win, top, topPref = n, s, p
 			}
 		}
 		return win
@@ -245,9 +319,15 @@ func reference(in Inputs) Result {
 	for _, comp := range comps {
 		key := slices.MinFunc(comp, netip.Addr.Compare)
 		var common map[string]bool
+		var compAdvs []*config.L2Advertisement
 		for _, a := range comp {
 			if st[a].cands == nil {
 				continue
+			}
+			for _, ad := range st[a].advs {
+				if !slices.Contains(compAdvs, ad) {
+					compAdvs = append(compAdvs, ad)
+				}
 			}
 			if common == nil {
 				common = map[string]bool{}
@@ -262,24 +342,20 @@ func reference(in Inputs) Result {
 			}
 		}
 		for _, a := range comp {
-			var all, wanting []string
+			var all []string
 			for _, s := range holders[a] {
 				all = append(all, s.Key)
-				if len(s.EndpointNodes) > 0 {
-					wanting = append(wanting, s.Key)
-				}
 			}
 			slices.Sort(all)
-			slices.Sort(wanting)
-			all, wanting = slices.Compact(all), slices.Compact(wanting)
+			all = slices.Compact(all)
 			s := st[a]
 			if s.cands == nil {
 				res.L2Skipped = append(res.L2Skipped, L2Skipped{a, all, s.reason})
 				continue
 			}
-			win := best(common, key)
+			win := best(common, key, compAdvs)
 			if win == "" {
-				win = best(s.cands, key)
+				win = best(s.cands, key, s.advs)
 			}
 			if win == "" {
 				res.L2Skipped = append(res.L2Skipped, L2Skipped{a, all, NoEligibleNode})
@@ -287,12 +363,10 @@ func reference(in Inputs) Result {
 			}
 			var ifs []string
 			everywhere := false
-			for _, ad := range advsOf(poolOf(a)) {
-				for _, n := range eligible {
-					if n.Name == win && selected(ad, n) {
-						everywhere = everywhere || len(ad.Interfaces) == 0
-						ifs = append(ifs, ad.Interfaces...)
-					}
+			for _, ad := range s.advs {
+				if selected(ad, nodeByName[win]) {
+					everywhere = everywhere || len(ad.Interfaces) == 0
+					ifs = append(ifs, ad.Interfaces...)
 				}
 			}
 			slices.Sort(ifs)
@@ -300,7 +374,7 @@ func reference(in Inputs) Result {
 			if everywhere {
 				ifs = nil
 			}
-			res.L2 = append(res.L2, L2Announcement{a, wanting, win, ifs})
+			res.L2 = append(res.L2, L2Announcement{a, s.wanting, win, ifs})
 		}
 	}
 	slices.SortFunc(res.L2, func(a, b L2Announcement) int { return a.Addr.Compare(b.Addr) })
@@ -312,7 +386,7 @@ func reference(in Inputs) Result {
 // inputs.
 func TestMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	var split int
+	var split, byPref, bySel int
 	for i := range rounds * 5 {
 		in := gen(r)
 		got, want := render(Compute(in)), render(reference(in))
@@ -320,10 +394,33 @@ func TestMatchesReference(t *testing.T) {
 			t.Fatalf("round %d: got\n%q\nwant\n%q\ninputs %+v", i, got, want, in)
 		}
 		split += splitComponents(in)
+		if !slices.Equal(got, render(Compute(without(in, func(a *config.L2Advertisement) { a.Preferences = nil })))) {
+			byPref++
+		}
+		if !slices.Equal(got, render(Compute(without(in, func(a *config.L2Advertisement) { a.ServiceSelectors = nil })))) {
+			bySel++
+		}
 	}
 	if split == 0 {
 		t.Errorf("no round elected a component address by address; the fallback is untested")
 	}
+	t.Logf("%d split components; preferences changed %d plans, serviceSelectors %d", split, byPref, bySel)
+	if byPref < 50 || bySel < 50 {
+		t.Errorf("the random inputs are too tame: preferences changed %d plans, serviceSelectors %d", byPref, bySel)
+	}
+}
+
+// without returns in with each L2Advertisement changed by drop (a copy).
+func without(in Inputs, drop func(a *config.L2Advertisement)) Inputs {
+	cfg := *in.Config
+	cfg.L2Advertisements = nil
+	for _, a := range in.Config.L2Advertisements {
+		c := *a
+		drop(&c)
+		cfg.L2Advertisements = append(cfg.L2Advertisements, &c)
+	}
+	in.Config = &cfg
+	return in
 }
 
 // splitComponents counts the components whose announced addresses sit on
@@ -357,9 +454,15 @@ func shuffled(r *rand.Rand, in Inputs) Inputs {
 		c := *a
 		c.Pools = slices.Clone(a.Pools)
 		c.NodeSelectors = slices.Clone(a.NodeSelectors)
+		c.ServiceSelectors = slices.Clone(a.ServiceSelectors)
+		c.Preferences = slices.Clone(a.Preferences)
 		c.Interfaces = slices.Clone(a.Interfaces)
 		perm(len(c.Pools), func(i, j int) { c.Pools[i], c.Pools[j] = c.Pools[j], c.Pools[i] })
 		perm(len(c.NodeSelectors), func(i, j int) { c.NodeSelectors[i], c.NodeSelectors[j] = c.NodeSelectors[j], c.NodeSelectors[i] })
+		perm(len(c.ServiceSelectors), func(i, j int) {
+			c.ServiceSelectors[i], c.ServiceSelectors[j] = c.ServiceSelectors[j], c.ServiceSelectors[i]
+		})
+		perm(len(c.Preferences), func(i, j int) { c.Preferences[i], c.Preferences[j] = c.Preferences[j], c.Preferences[i] })
 		perm(len(c.Interfaces), func(i, j int) { c.Interfaces[i], c.Interfaces[j] = c.Interfaces[j], c.Interfaces[i] })
 		cfg.L2Advertisements = append(cfg.L2Advertisements, &c)
 	}
@@ -571,8 +674,8 @@ func TestCoLocated(t *testing.T) {
 	}
 }
 
-// TestLocalFollowsEndpoints: an address of a Local Service is announced only
-// from a node with an endpoint of it.
+// TestLocalFollowsEndpoints: an address announced for a Local Service is
+// announced only from a node with an endpoint of it.
 func TestLocalFollowsEndpoints(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	seen := 0
@@ -584,7 +687,7 @@ func TestLocalFollowsEndpoints(t *testing.T) {
 				continue
 			}
 			for _, a := range s.Addrs {
-				if w, ok := res.L2Winner(a); ok {
+				if w, ok := res.L2Winner(a); ok && slices.Contains(w.Services, s.Key) {
 					seen++
 					if !slices.Contains(s.EndpointNodes, w.Node) {
 						t.Fatalf("round %d: %s of Local %s announced from %s, endpoints on %v", i, a, s.Key, w.Node, s.EndpointNodes)

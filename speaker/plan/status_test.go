@@ -399,3 +399,26 @@ func TestBGPStatusMatchesRoutes(t *testing.T) {
 		t.Errorf("the random inputs are too tame: %d objects, %d dropped with a session", objects, dropped)
 	}
 }
+
+// TestStatusesUnderServiceSelectors: a Service that no advertisement
+// selects has no status object, and a Service's ServiceBGPStatus lists the
+// peers of the advertisements that select it only.
+func TestStatusesUnderServiceSelectors(t *testing.T) {
+	pools := []*config.Pool{pool("v4", "10.0.0.0/24")}
+	cfg := bconf(pools, []*config.Peer{bpeer("p-i", 64500, 64500, "192.168.0.254"), bpeer("p-e", 64500, 64501, "192.168.0.253")},
+		badv("web", []string{"v4"}, forSvcs("app=web"), toPeers("p-i")),
+		badv("db", []string{"v4"}, forSvcs("app=db"), toPeers("p-e")))
+	cfg.L2Advertisements = []*config.L2Advertisement{forServices(adv("l2", []string{"v4"}, nil, "eth0"), "app=web")}
+	nodes := []Node{bnode("n1", "192.168.0.1")}
+	res := Compute(Inputs{Config: cfg, Nodes: nodes, Alive: names(nodes), Services: []Service{
+		labelled(svc("d/web", addrList("10.0.0.1"), "n1"), "app", "web"),
+		labelled(svc("d/db", addrList("10.0.0.1", "10.0.0.2"), "n1"), "app", "db"),
+	}})
+	if got, want := renderL2Statuses(res.L2Statuses("n1")), []string{"d/web n1 10.0.0.1 [eth0]"}; !slices.Equal(got, want) {
+		t.Errorf("L2: got %q, want %q", got, want)
+	}
+	d := res.For("n1").BGP
+	if got, want := renderBGPStatuses(d.Statuses(keepAll(d))), []string{"d/db p-e 10.0.0.1/32,10.0.0.2/32", "d/web p-i 10.0.0.1/32"}; !slices.Equal(got, want) {
+		t.Errorf("BGP: got %q, want %q", got, want)
+	}
+}
