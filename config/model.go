@@ -231,6 +231,9 @@ type BGPAdvertisement struct {
 	AggregationLength   int
 	AggregationLengthV6 int
 	LocalPref           uint32
+	// ASPathPrepend is how many extra times the session's AS leads the AS
+	// path (MetalLB's asPathPrepend).
+	ASPathPrepend uint8
 	// Communities are resolved (aliases replaced by values), in spec order.
 	Communities []community.Value
 	// ServiceSelectors is empty when every Service of the pools is

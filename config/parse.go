@@ -252,10 +252,8 @@ func parseBGPAdvertisement(o v1beta1.BGPAdvertisement, cfg *Config, brokenPools,
 		AggregationLength:   32,
 		AggregationLengthV6: 128,
 		LocalPref:           o.Spec.LocalPref,
+		ASPathPrepend:       o.Spec.AsPathPrepend,
 		ServiceSelectors:    compileSelectors(r, "spec.serviceSelectors", o.Spec.ServiceSelectors),
-	}
-	if o.Spec.AsPathPrepend != 0 {
-		r.errorf("spec.asPathPrepend", "is not implemented by Herald yet: the advertisement is refused rather than announced without the prepend (docs/metallb.md)")
 	}
 	if o.Spec.AggregationLength != nil {
 		adv.AggregationLength = int(*o.Spec.AggregationLength)

@@ -700,7 +700,7 @@ func TestBrokenObjectIsolation(t *testing.T) {
 }
 
 // MetalLB's advertisement fields: serviceSelectors (both kinds),
-// preferredNodeSelectors (L2) and asPathPrepend (BGP, refused).
+// preferredNodeSelectors (L2) and asPathPrepend (BGP).
 func TestParseAdvertisementMetalLBFields(t *testing.T) {
 	pools := []v1beta1.IPAddressPool{pool("p", 0, "10.0.0.0/24")}
 	web := v1beta1.LabelSelector{MatchLabels: map[string]v1beta1.LabelValue{"app": "web"}}
@@ -728,6 +728,14 @@ func TestParseAdvertisementMetalLBFields(t *testing.T) {
 		_, probs = Parse(Objects{Pools: pools, L2Advertisements: []v1beta1.L2Advertisement{adv}})
 		checkProblems(t, probs, []want{{Error, KindL2Advertisement, "l2", "spec.preferredNodeSelectors[0].weight", "not a weight"}})
 	})
+	t.Run("as-path prepend", func(t *testing.T) {
+		adv := v1beta1.BGPAdvertisement{ObjectMeta: meta("b", 0), Spec: v1beta1.BGPAdvertisementSpec{AsPathPrepend: 3}}
+		cfg, probs := Parse(Objects{Pools: pools, BGPAdvertisements: []v1beta1.BGPAdvertisement{adv}})
+		checkProblems(t, probs, nil)
+		if cfg.BGPAdvertisements[0].ASPathPrepend != 3 {
+			t.Errorf("ASPathPrepend = %d, want 3", cfg.BGPAdvertisements[0].ASPathPrepend)
+		}
+	})
 	t.Run("BGP", func(t *testing.T) {
 		for _, tc := range []struct {
 			name     string
@@ -739,8 +747,6 @@ func TestParseAdvertisementMetalLBFields(t *testing.T) {
 				[]want{{Error, KindBGPAdvertisement, "b", "spec.serviceSelectors", "needs aggregationLength 32"}}},
 			{"service selectors with v6 aggregation", v1beta1.BGPAdvertisementSpec{ServiceSelectors: []v1beta1.LabelSelector{web}, AggregationLengthV6: i32(64)},
 				[]want{{Error, KindBGPAdvertisement, "b", "spec.serviceSelectors", "needs aggregationLengthV6 128"}}},
-			{"as-path prepend", v1beta1.BGPAdvertisementSpec{AsPathPrepend: 2},
-				[]want{{Error, KindBGPAdvertisement, "b", "spec.asPathPrepend", "not implemented by Herald yet"}}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				adv := v1beta1.BGPAdvertisement{ObjectMeta: meta("b", 0), Spec: tc.spec}

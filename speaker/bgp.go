@@ -104,7 +104,8 @@ func buildBGP(d plan.BGPDesired, password func(peer string, ref plan.SecretRef) 
 		st.desired.Peers = append(st.desired.Peers, p)
 	}
 	for _, r := range d.Routes {
-		adv := bgp.Advertisement{Prefix: r.Prefix, LocalPref: r.LocalPref, Communities: r.Communities, LargeCommunities: r.LargeCommunities}
+		adv := bgp.Advertisement{Prefix: r.Prefix, LocalPref: r.LocalPref, Communities: r.Communities, LargeCommunities: r.LargeCommunities,
+			ASPathPrepend: r.ASPathPrepend}
 		for _, name := range r.Peers {
 			if i, ok := byName[name]; ok { // else its session was left out above
 				st.desired.Peers[i].Advertisements = append(st.desired.Peers[i].Advertisements, adv)

@@ -114,7 +114,7 @@ func TestBuildBGP(t *testing.T) {
 				},
 				Routes: []plan.BGPRoute{
 					{Prefix: pfx("192.0.2.10/32"), Peers: []string{"i"}, Communities: []community.Standard{65000<<16 | 100, community.NoExport},
-						LargeCommunities: []community.Large{{Global: 1, Local1: 2, Local2: 3}}, LocalPref: 200},
+						LargeCommunities: []community.Large{{Global: 1, Local1: 2, Local2: 3}}, LocalPref: 200, ASPathPrepend: 2},
 					{Prefix: pfx("192.0.2.0/24"), Peers: []string{"e"}},
 				},
 			},
@@ -125,7 +125,7 @@ func TestBuildBGP(t *testing.T) {
 					t.Errorf("multihop TTL e=%d i=%d", e.EBGPMultihopTTL, i.EBGPMultihopTTL)
 				}
 				a := i.Advertisements[0]
-				if !reflect.DeepEqual(a.Communities, []community.Standard{65000<<16 | 100, 0xFFFFFF01}) || a.LocalPref != 200 ||
+				if !reflect.DeepEqual(a.Communities, []community.Standard{65000<<16 | 100, 0xFFFFFF01}) || a.LocalPref != 200 || a.ASPathPrepend != 2 ||
 					!reflect.DeepEqual(a.LargeCommunities, []community.Large{{Global: 1, Local1: 2, Local2: 3}}) {
 					t.Errorf("attributes %+v", a)
 				}

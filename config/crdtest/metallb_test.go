@@ -72,7 +72,7 @@ spec:
 kind: BGPAdvertisement
 spec:
   asPathPrepend: 2
-`, refused: []string{"spec.asPathPrepend"}},
+`},
 	{name: "peer as MetalLB's ConfigMap migration writes it", yaml: `
 kind: BGPPeer
 spec:

@@ -91,8 +91,6 @@ func TestConvert(t *testing.T) {
 				"note: BGPPeer metallb-system/other-ns-secret: spec.dualStackAddressFamily: is false",
 				"note: BGPPeer metallb-system/other-ns-secret: spec.passwordSecret: Secret network/shared-bgp copied to herald-system/shared-bgp",
 				"note: BGPPeer metallb-system/other-ns-secret: spec.passwordSecret.name: Secret network/shared-bgp has type \"Opaque\"",
-				"refused: BGPAdvertisement metallb-system/prepended: spec.asPathPrepend: is 2",
-				"herald error: BGPAdvertisement herald-system/prepended: spec.asPathPrepend",
 				"herald error: BGPAdvertisement herald-system/prepended: spec.communities[0]",
 			},
 			// localASN: 0 is unset; the v1beta1 peer carries whole.

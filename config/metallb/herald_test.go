@@ -33,9 +33,8 @@ var heraldSamples = map[string][]struct {
 	spec map[string]any
 	want verdict
 }{
-	"BGPAdvertisement (v1beta1) spec.asPathPrepend": {{map[string]any{"asPathPrepend": int64(2)}, refuses}},
-	"BGPPeer (v1beta2) spec.interface":              {{map[string]any{"interface": "eth1", "peerAddress": nil}, refuses}},
-	"BGPPeer (v1beta2) spec.vrf":                    {{map[string]any{"vrf": "red"}, refuses}},
+	"BGPPeer (v1beta2) spec.interface": {{map[string]any{"interface": "eth1", "peerAddress": nil}, refuses}},
+	"BGPPeer (v1beta2) spec.vrf":       {{map[string]any{"vrf": "red"}, refuses}},
 	"BGPPeer (v1beta2) spec.dynamicASN": {
 		{map[string]any{"dynamicASN": "internal", "peerASN": nil}, accepts},
 		{map[string]any{"dynamicASN": "external", "peerASN": nil}, refuses},

@@ -94,7 +94,7 @@ var Table = []Row{
 	{"BGPAdvertisement", "v1beta1", "spec.aggregationLength", Same, ""},
 	{"BGPAdvertisement", "v1beta1", "spec.aggregationLengthV6", Same, ""},
 	{"BGPAdvertisement", "v1beta1", "spec.localPref", Same, ""},
-	{"BGPAdvertisement", "v1beta1", "spec.asPathPrepend", Refused, "not implemented yet; an advertisement that sets it is refused rather than announced without the prepend"},
+	{"BGPAdvertisement", "v1beta1", "spec.asPathPrepend", Same, "the session's own AS (myASN, or the peer's localASN) that many extra times in front of the AS path"},
 	{"BGPAdvertisement", "v1beta1", "spec.communities", Same, "values, well-known names and Community aliases"},
 	{"BGPAdvertisement", "v1beta1", "spec.ipAddressPools", Same, ""},
 	{"BGPAdvertisement", "v1beta1", "spec.ipAddressPoolSelectors", Same, textSelector},

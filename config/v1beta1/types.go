@@ -365,9 +365,10 @@ type BGPAdvertisementSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=8
 	ServiceSelectors []LabelSelector `json:"serviceSelectors,omitempty"`
-	// AsPathPrepend is MetalLB's AS-path prepend count. Herald does not
-	// implement it yet: an advertisement that sets it is refused (not
-	// announced without the prepend).
+	// AsPathPrepend is how many extra times the session's own AS (myASN,
+	// or the peer's localASN) is put in front of the AS path of the routes
+	// (0-255; MetalLB's field): an eBGP router sees it that many times more
+	// than once.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=255

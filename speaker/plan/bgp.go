@@ -79,6 +79,9 @@ type BGPRoute struct {
 	// LocalPref is the LOCAL_PREF to send; 0 sends none (the router's
 	// default applies). Always 0 towards eBGP peers.
 	LocalPref uint32
+	// ASPathPrepend is how many extra times the session's AS leads the AS
+	// path (the largest of the advertisements' asPathPrepend).
+	ASPathPrepend uint8
 	// Services are the keys of the Services whose addresses make this node
 	// advertise Prefix, sorted.
 	Services []string
@@ -215,6 +218,7 @@ type bgpAdv struct {
 	name       string
 	len4, len6 int
 	localPref  uint32
+	prepend    uint8
 	peers      []int32              // sorted indices into bgpPlan.peers
 	std        []community.Standard // sorted, distinct
 	large      []community.Large    // sorted, distinct
@@ -465,6 +469,7 @@ func (b *bgpBuild) newAdvertisement(ca *config.BGPAdvertisement, bits []uint64) 
 	a := bgpAdv{
 		name:      ca.Name,
 		localPref: ca.LocalPref,
+		prepend:   ca.ASPathPrepend,
 		// config.Parse keeps the lengths in range; a hand-made Config must
 		// not make the planner panic.
 		len4:      min(max(ca.AggregationLength, 0), 32),
@@ -1281,13 +1286,14 @@ func (s *BGPSession) nextHopFor(prefix netip.Prefix) bool {
 	return s.NextHopV6.IsValid()
 }
 
-// attributes merges the communities and localPref of the advertisements
-// in set (ascending, distinct) for an iBGP or an eBGP peer.
+// attributes merges the communities, localPref and AS-path prepends of the
+// advertisements in set (ascending, distinct) for an iBGP or an eBGP peer:
+// the union of the communities, the largest localPref and prepend.
 func (p *bgpPlan) attributes(set []int32, ibgp bool) *BGPRoute {
 	r := &BGPRoute{}
 	if len(set) == 1 {
 		a := &p.advs[set[0]]
-		r.Communities, r.LargeCommunities, r.LocalPref = a.std, a.large, a.localPref
+		r.Communities, r.LargeCommunities, r.LocalPref, r.ASPathPrepend = a.std, a.large, a.localPref, a.prepend
 	} else {
 		var std []community.Standard
 		var large []community.Large
@@ -1296,6 +1302,7 @@ func (p *bgpPlan) attributes(set []int32, ibgp bool) *BGPRoute {
 			std = append(std, a.std...)
 			large = append(large, a.large...)
 			r.LocalPref = max(r.LocalPref, a.localPref)
+			r.ASPathPrepend = max(r.ASPathPrepend, a.prepend)
 		}
 		r.Communities, r.LargeCommunities = normStd(std), normLarge(large)
 	}
@@ -1340,7 +1347,7 @@ func (p *bgpPlan) servicesUnder(i, ai int32) []string {
 }
 
 func sameAttributes(a, b *BGPRoute) bool {
-	return a.LocalPref == b.LocalPref && slices.Equal(a.Communities, b.Communities) &&
+	return a.LocalPref == b.LocalPref && a.ASPathPrepend == b.ASPathPrepend && slices.Equal(a.Communities, b.Communities) &&
 		slices.Equal(a.LargeCommunities, b.LargeCommunities) && slices.Equal(a.Services, b.Services)
 }
 

@@ -73,6 +73,10 @@ func localPref(v uint32) func(*config.BGPAdvertisement) {
 	return func(a *config.BGPAdvertisement) { a.LocalPref = v }
 }
 
+func prepend(n uint8) func(*config.BGPAdvertisement) {
+	return func(a *config.BGPAdvertisement) { a.ASPathPrepend = n }
+}
+
 func communities(cs ...string) func(*config.BGPAdvertisement) {
 	return func(a *config.BGPAdvertisement) {
 		for _, c := range cs {
@@ -95,7 +99,7 @@ func bconf(pools []*config.Pool, peers []*config.Peer, advs ...*config.BGPAdvert
 
 // renderRoutes writes a node's routes one a line:
 //
-//	10.0.0.0/24 p1,p2 c=65000:100 lc=1:2:3 lp=200 d/a,d/b
+//	10.0.0.0/24 p1,p2 c=65000:100 lc=1:2:3 lp=200 pp=2 d/a,d/b
 func renderRoutes(d BGPDesired) []string {
 	var out []string
 	for _, r := range d.Routes {
@@ -108,6 +112,9 @@ func renderRoutes(d BGPDesired) []string {
 		}
 		if r.LocalPref != 0 {
 			s += fmt.Sprintf(" lp=%d", r.LocalPref)
+		}
+		if r.ASPathPrepend != 0 {
+			s += fmt.Sprintf(" pp=%d", r.ASPathPrepend)
 		}
 		out = append(out, s+" "+strings.Join(r.Services, ","))
 	}
@@ -309,6 +316,18 @@ func TestBGPRules(t *testing.T) {
 			"LocalPrefNotSent advertisement=x peer=p-e",
 			"LocalPrefNotSent advertisement=y peer=p-e",
 			"LocalPrefNotSent advertisement=z peer=p-e",
+		},
+	}, {
+		name: "AS-path prepend: per advertisement, the largest where several meet, a route of its own otherwise",
+		cfg: bconf(pools, both,
+			badv("x", all, prepend(2), toPeers("p-e")),
+			badv("y", all, prepend(3), onNodes("zone=b")),
+			badv("z", all, toPeers("p-i"), communities("65000:1"))),
+		svcs: []Service{svc("d/a", addrList("10.0.0.1"), "n1")},
+		want: map[string][]string{
+			"n1": {"10.0.0.1/32 p-e pp=2 d/a", "10.0.0.1/32 p-i c=65000:1 d/a"},
+			"n2": {"10.0.0.1/32 p-e pp=3 d/a", "10.0.0.1/32 p-i c=65000:1 pp=3 d/a"},
+			"n3": {"10.0.0.1/32 p-e pp=2 d/a", "10.0.0.1/32 p-i c=65000:1 d/a"},
 		},
 	}, {
 		name: "peers with equal attributes share a route; different ones get their own",
