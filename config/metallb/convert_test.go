@@ -62,7 +62,8 @@ func TestConvert(t *testing.T) {
 		{
 			name:    "l2",
 			carried: true,
-			not:     []string{"note", "herald warning"},
+			want:    []string{"note: L2Advertisement metallb-system/reserved: spec.serviceSelectors: is "},
+			not:     []string{"herald warning"},
 		},
 		{
 			name:    "bgp",

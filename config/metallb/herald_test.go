@@ -48,9 +48,10 @@ var heraldSamples = map[string][]struct {
 		{map[string]any{"dualStackAddressFamily": false}, accepts},
 		{map[string]any{"dualStackAddressFamily": true}, accepts},
 	},
-	"BFDProfile (v1beta1) spec.echoInterval": {{map[string]any{"echoInterval": int64(50)}, accepts}},
-	"BFDProfile (v1beta1) spec.echoMode":     {{map[string]any{"echoMode": true}, warns}, {map[string]any{"echoMode": false}, accepts}},
-	"BFDProfile (v1beta1) spec.minimumTtl":   {{map[string]any{"minimumTtl": int64(254)}, warns}},
+	"L2Advertisement (v1beta1) spec.serviceSelectors": {{map[string]any{"serviceSelectors": []any{map[string]any{"matchLabels": map[string]any{"app": "web"}}}}, accepts}},
+	"BFDProfile (v1beta1) spec.echoInterval":          {{map[string]any{"echoInterval": int64(50)}, accepts}},
+	"BFDProfile (v1beta1) spec.echoMode":              {{map[string]any{"echoMode": true}, warns}, {map[string]any{"echoMode": false}, accepts}},
+	"BFDProfile (v1beta1) spec.minimumTtl":            {{map[string]any{"minimumTtl": int64(254)}, warns}},
 }
 
 // TestTableAgreesWithHerald checks the table's Refused and Different rows

@@ -87,7 +87,7 @@ var Table = []Row{
 	{"L2Advertisement", "v1beta1", "spec.ipAddressPoolSelectors", Same, textSelector},
 	{"L2Advertisement", "v1beta1", "spec.nodeSelectors", Same, textSelector},
 	{"L2Advertisement", "v1beta1", "spec.interfaces", Same, ""},
-	{"L2Advertisement", "v1beta1", "spec.serviceSelectors", Same, textSelector},
+	{"L2Advertisement", "v1beta1", "spec.serviceSelectors", Different, "label selectors, as in MetalLB, with one difference: MetalLB does not announce a shared address (allow-shared-ip) over an advertisement with serviceSelectors; Herald announces it from a node that every sharer it selects allows"},
 	{"L2Advertisement", "v1beta1", "spec.preferredNodeSelectors[].weight", Same, ""},
 	{"L2Advertisement", "v1beta1", "spec.preferredNodeSelectors[].preference", Same, "a label selector"},
 
