@@ -51,6 +51,12 @@ test-bfd-hook:
 kube-bin:
 	./e2e/lab/install.sh k8s etcd helm
 
+## metallb-bin: build (once, cached in $(HERALD_CACHE)/metallb-v0.16.2) MetalLB v0.16.2's controller and speaker from
+## the Go module proxy, static, with the frr-k8s stand-in e2e/metallb/README.md describes; for the migration lab suite
+.PHONY: metallb-bin
+metallb-bin:
+	./e2e/metallb/build.sh
+
 ## integration: controller, speaker, svclb DaemonSet, cleanup, Helm chart and herald ccm tests against a real kube-apiserver + etcd (with -race)
 integration: kube-bin
 	$(GO) test -race -tags integration -count=1 -timeout 20m ./config/crdtest/ ./controller/ ./speaker/ ./controller/svclb/ ./nllb/node/ ./controller/cleanup/ ./charts/ ./controller/ccm/
