@@ -21,7 +21,7 @@ STATICCHECK := $(HERALD_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticch
 
 # shellcheck comes from Debian (install.sh lint installs it when missing).
 SHELLCHECK ?= shellcheck
-SHELL_SCRIPTS := .ci/run e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh) \
+SHELL_SCRIPTS := .ci/run e2e/metallb/build.sh e2e/metallb/hostcheck.sh e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh) \
   e2e/kind/kind.sh e2e/kind/lib.sh e2e/kind/cluster.sh e2e/kind/router/run.sh e2e/kind/node/entrypoint e2e/kind/node/setup.sh
 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
