@@ -59,7 +59,7 @@ metallb-bin:
 
 ## integration: controller, speaker, svclb DaemonSet, cleanup, Helm chart and herald ccm tests against a real kube-apiserver + etcd (with -race)
 integration: kube-bin
-	$(GO) test -race -tags integration -count=1 -timeout 20m ./config/crdtest/ ./controller/ ./speaker/ ./controller/svclb/ ./nllb/node/ ./controller/cleanup/ ./charts/ ./controller/ccm/
+	$(GO) test -race -tags integration -count=1 -timeout 20m ./config/crdtest/ ./controller/ ./speaker/ ./controller/svclb/ ./nllb/node/ ./controller/cleanup/ ./charts/ ./controller/ccm/ ./cmd/herald/
 
 HELM ?= $(HERALD_CACHE)/helm-v3.22.0/bin/helm
 
