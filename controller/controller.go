@@ -52,7 +52,14 @@ const (
 	EventReleased        = "IPReleased"
 	EventRestoreConflict = "RestoreConflict"
 	EventNodeAddresses   = "NodeAddressPool"
+	// EventWaitingForPools is the Warning on a Service while the controller
+	// has never had a pool and leaves every Service as it found it.
+	EventWaitingForPools = "WaitingForPools"
 )
+
+// errNoPools is ensureStarted's answer while no IPAddressPool exists and
+// Services hold addresses: starting would release every one of them.
+var errNoPools = errors.New("no IPAddressPool is configured")
 
 // configKey is the workqueue item for "the configuration changed". No Service
 // has an empty name, so it cannot collide with one.
@@ -89,6 +96,9 @@ type Reconciler struct {
 	alloc   *ipam.Allocator
 	cfg     *config.Config
 	started bool
+	// waitingForPools is set while the start waits for a first pool (see
+	// ensureStarted); it makes the warning a log line per wait, not per sync.
+	waitingForPools bool
 	// pending are Services that could not get what they asked for, with the
 	// reason and their age; they are tried again, oldest first, when an
 	// address is freed (capacity reasons) or the configuration changes.
@@ -118,7 +128,14 @@ func (w waiting) capacity() bool {
 
 // Reconcile syncs one Service, or the whole configuration for configKey.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if err := r.ensureStarted(ctx); err != nil {
+	if err := r.ensureStarted(ctx); errors.Is(err, errNoPools) {
+		// Nothing is planned or written until a pool exists; creating one
+		// enqueues the configuration key, which starts again.
+		if req != configKey && req != gcKey {
+			r.warnWaiting(ctx, req.NamespacedName)
+		}
+		return reconcile.Result{}, nil
+	} else if err != nil {
 		return reconcile.Result{}, fmt.Errorf("restoring assignments: %w", err)
 	}
 	switch req {
@@ -215,6 +232,23 @@ func (r *Reconciler) ensureStarted(ctx context.Context) error {
 		return nil
 	}
 	report, _ := r.loadConfig(objs)
+	if held := holdingAddresses(svcs, r.onlyClass); len(r.cfg.Pools) == 0 && held > 0 {
+		// A controller that has never had a pool (installed before its
+		// configuration, or the configuration not restored yet) would find
+		// every address outside every pool and release it. It waits instead.
+		first := !r.waitingForPools
+		r.waitingForPools = true
+		r.mu.Unlock()
+		if first {
+			r.log.Warn("no IPAddressPool is configured: every Service keeps its addresses untouched until one is",
+				"servicesHoldingAddresses", held)
+		}
+		return errNoPools
+	}
+	if r.waitingForPools {
+		r.log.Info("a pool is configured: restoring the addresses Services hold")
+		r.waitingForPools = false
+	}
 	restored, conflicts := r.restoreAll(ctx, svcs)
 	// From here on every plan serves the waiters a free lets in, oldest
 	// first, before the next Service is planned.
@@ -256,6 +290,29 @@ func (r *Reconciler) enqueueConfig() {
 	if q != nil {
 		q.AddRateLimited(configKey)
 	}
+}
+
+// holdingAddresses counts the Services this controller handles that hold an
+// address in their status.
+func holdingAddresses(svcs []*corev1.Service, onlyClass bool) int {
+	n := 0
+	for _, svc := range svcs {
+		if svcstatus.Handles(svc, onlyClass) && len(svcstatus.Addrs(svc)) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// warnWaiting tells a LoadBalancer Service why nothing happens to it while
+// the controller waits for a first pool.
+func (r *Reconciler) warnWaiting(ctx context.Context, key types.NamespacedName) {
+	svc := &corev1.Service{}
+	if err := r.client.Get(ctx, key, svc); err != nil || !svcstatus.Handles(svc, r.onlyClass) {
+		return
+	}
+	r.recorder.Eventf(svc, nil, corev1.EventTypeWarning, EventWaitingForPools, "Wait",
+		"no IPAddressPool is configured: the controller assigns and releases nothing until one is; this Service's status is left as it is")
 }
 
 // restoreConflict is a Service whose status could not be restored.

@@ -70,3 +70,40 @@ func TestTakesOverMetalLBAssignments(t *testing.T) {
 	e.waitIPs("fresh", "192.0.2.0")
 	history.check()
 }
+
+// TestStartsBeforeItsPools: a controller started before any pool exists (the
+// chart installed before the configuration is applied, as in a migration
+// where the Herald objects come second) leaves every Service's status as it
+// found it and says why on each, then keeps the exact addresses once the pool
+// arrives: no Service ever shows another address or none (fails when the
+// controller starts with no pool and releases what it cannot place).
+func TestStartsBeforeItsPools(t *testing.T) {
+	e := newEnv(t)
+	e.svc("a")
+	e.svc("b", port(443))
+	want := map[string]string{"a": "192.0.2.7", "b": "192.0.2.3"}
+	for n, ips := range want {
+		e.metallbAssigned(n, "lan", ips)
+	}
+	history := e.watchHistory()
+
+	e.startController()
+	for n := range want {
+		e.waitEvent(e.app, n, EventWaitingForPools, "no IPAddressPool is configured")
+	}
+	e.assertAddrs(want)
+
+	e.pool("lan", []string{"192.0.2.0/28"})
+	e.eventually(30*time.Second, func() string {
+		for n := range want {
+			if c := svcstatus.Condition(e.get(n)); c == nil || c.Status != metav1.ConditionTrue {
+				return n + " has no AddressAllocated condition of Herald's yet"
+			}
+		}
+		return ""
+	})
+	e.assertAddrs(want)
+	e.svc("fresh")
+	e.waitIPs("fresh", "192.0.2.0")
+	history.check()
+}
