@@ -18,7 +18,10 @@ require (
 	sigs.k8s.io/controller-runtime v0.25.2
 )
 
-require k8s.io/pod-security-admission v0.37.2
+require (
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	k8s.io/pod-security-admission v0.37.2
+)
 
 require (
 	github.com/gaissmai/bart v0.26.1 // indirect
