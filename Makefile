@@ -21,13 +21,13 @@ STATICCHECK := $(HERALD_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticch
 
 # shellcheck comes from Debian (install.sh lint installs it when missing).
 SHELLCHECK ?= shellcheck
-SHELL_SCRIPTS := .ci/run e2e/metallb/build.sh e2e/metallb/hostcheck.sh e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh) \
+SHELL_SCRIPTS := .ci/run e2e/metallb/build.sh e2e/metallb/hostcheck.sh e2e/metallb/images.sh e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh) \
   e2e/kind/kind.sh e2e/kind/lib.sh e2e/kind/cluster.sh e2e/kind/router/run.sh e2e/kind/node/entrypoint e2e/kind/node/setup.sh
 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-webhook bench-config bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-nud soak-members test-bfd-hook e2e e2e-nftables e2e-nllb e2e-ccm kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-webhook bench-config bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-migration bench-nud soak-members test-bfd-hook e2e e2e-nftables e2e-nllb e2e-ccm kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -141,6 +141,18 @@ bench-failover:
 	grep -E 'FAILOVER' "$(FAILOVER_LOG)"
 	./e2e/lab/failover-summary.sh "$(FAILOVER_LOG)"
 
+## bench-migration: the live migration from MetalLB (TestMigrateFromMetalLB) MIGRATION_RUNS rounds (default 5) in
+## one lab: each stream's longest silence (lan client to the L2 IPv4 and IPv6 addresses, the host behind FRR to the
+## BGP address) while the speakers are swapped node by node; p50/p99/max per stream
+MIGRATION_RUNS ?= 5
+MIGRATION_LOG ?= $${TMPDIR:-/tmp}/herald-bench-migration.log
+bench-migration:
+	./e2e/lab/install.sh apt k8s etcd helm
+	./e2e/metallb/build.sh >/dev/null
+	HERALD_E2E_MIGRATION_RUNS=$(MIGRATION_RUNS) $(GO) test -tags e2e -count=1 -timeout 120m \
+	  -run '^TestMigrateFromMetalLB$$' -v ./e2e/ > "$(MIGRATION_LOG)" 2>&1 || { tail -50 "$(MIGRATION_LOG)"; exit 1; }
+	grep -E '^MIGRATION' "$(MIGRATION_LOG)" | cut -f2- | sed 's/^/longest silence, /' | ./e2e/lab/percentiles.sh
+
 ## bench-bgp: BGP timings in the lab at the routers' RIBs, BGP_RUNS rounds (default 20) with a 3 s hold time,
 ## BGP_LONG_RUNS rounds (default 3) with the 90 s default, and BGP_BFD_RUNS rounds (default 20) with a 9 s hold time
 ## and BFD at FRR for each profile in BGP_BFD_PROFILES (<interval ms>x<multiplier>, default 300x3 50x3): new
@@ -186,9 +198,11 @@ soak-members:
 demo:
 	./e2e/lab/lab demo
 
-## e2e: the end-to-end suites in the lab (they bring the lab up and down themselves; root)
+## e2e: the end-to-end suites in the lab (they bring the lab up and down themselves; root), the live migration from
+## MetalLB among them (one round; MetalLB built by make metallb-bin, cached)
 e2e:
 	./e2e/lab/install.sh apt k8s etcd helm
+	./e2e/metallb/build.sh >/dev/null
 	$(GO) test -tags e2e -count=1 -timeout 30m ./e2e/...
 
 ## e2e-nftables: the suites that check what an announced address reaches (L2 with one failover round, BGP, the

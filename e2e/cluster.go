@@ -58,6 +58,8 @@ const (
 	FeatureFRR Feature = "an FRR router"
 	// FeatureBFD: a router that runs BFD with the nodes (Router.EnableBFD works).
 	FeatureBFD Feature = "a router with BFD"
+	// FeatureImageImport: the cluster implements ImageImporter (the migration suite loads MetalLB's images).
+	FeatureImageImport Feature = "importing image tarballs into every node"
 	// FeatureNodePause: Faults.PauseNode and ResumeNode work.
 	FeatureNodePause Feature = "pausing a whole node"
 )
@@ -239,6 +241,12 @@ type Announcer interface {
 	Announce(ctx context.Context, nodes []string, prefixes ...netip.Prefix) error
 	// StopAnnouncing stops the node's stand-in (its routes are withdrawn).
 	StopAnnouncing(ctx context.Context, node string) error
+}
+
+// ImageImporter is implemented by clusters whose nodes can load a docker-archive image tarball without a registry.
+type ImageImporter interface {
+	// ImportImage loads the tarball into the container runtime of every node.
+	ImportImage(ctx context.Context, tarball string) error
 }
 
 // Faults injects failures into nodes.

@@ -278,6 +278,8 @@ func (k *Kind) Lacks(f e2e.Feature) string {
 		return "gobgpd, its one router, has no BFD"
 	case e2e.FeatureNodePause:
 		return ""
+	case e2e.FeatureImageImport:
+		return "the suites do not load images into kind's nodes (kind load image-archive would)"
 	}
 	return "unknown feature"
 }

@@ -55,8 +55,9 @@ type Lab struct {
 }
 
 var (
-	_ e2e.Cluster   = (*Lab)(nil)
-	_ e2e.Announcer = (*Lab)(nil)
+	_ e2e.Cluster       = (*Lab)(nil)
+	_ e2e.Announcer     = (*Lab)(nil)
+	_ e2e.ImageImporter = (*Lab)(nil)
 )
 
 // Open connects to the running lab (as `lab up` left it).
@@ -219,10 +220,23 @@ func (l *Lab) InstallHerald(ctx context.Context, speakers bool) (func(context.Co
 	return func(ctx context.Context) error { return Run(ctx, os.Stdout, "herald-down") }, nil
 }
 
+// ImportImage imports a docker-archive tarball into every node's containerd (namespace k8s.io, where the kubelet
+// looks), as `lab up` does with the lab's own images.
+func (l *Lab) ImportImage(ctx context.Context, tarball string) error {
+	for _, n := range l.nodes {
+		out, err := exec.CommandContext(ctx, "ctr", "-a", l.socks[n.Name], "-n", "k8s.io", "images", "import",
+			"--all-platforms", tarball).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("importing %s into %s: %w: %s", tarball, n.Name, err, out)
+		}
+	}
+	return nil
+}
+
 // Lacks: the lab has FRR with BFD; its nodes are namespaces with host processes, which it does not freeze.
 func (l *Lab) Lacks(f e2e.Feature) string {
 	switch f {
-	case e2e.FeatureFRR, e2e.FeatureBFD:
+	case e2e.FeatureFRR, e2e.FeatureBFD, e2e.FeatureImageImport:
 		return ""
 	case e2e.FeatureNodePause:
 		return "its nodes are network namespaces whose processes run on the host; the lab has no way to freeze one"
