@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -231,6 +232,13 @@ func migrateRound(t *testing.T, ctx context.Context, mlDir, heraldBin string) {
 		t.Fatalf("MetalLB did not share %s: %v", plan.shared, want)
 	}
 	t.Logf("MetalLB assigned %v", want)
+	if err := kube.CoreV1().Services(ns).Delete(ctx, "filler", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the filler Service gone", func() (bool, error) {
+		_, err := kube.CoreV1().Services(ns).Get(ctx, "filler", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 	bgpAddr := netip.MustParseAddr(want["bgp"])
 	hopsAtRouters(t, ctx, "MetalLB's speakers advertise", netip.PrefixFrom(bgpAddr, 32), nodeHops(false)...)
 	externalAnswers(t, ctx, bgpAddr)
@@ -241,7 +249,7 @@ func migrateRound(t *testing.T, ctx context.Context, mlDir, heraldBin string) {
 	streamCtx, stopStreams := context.WithCancel(ctx)
 	defer stopStreams()
 	streams := startStreams(streamCtx, want, plan)
-	migrateProcedure(t, ctx, heraldBin, manifest, ns, want)
+	migrateProcedure(t, ctx, heraldBin, manifest, ns, want, history)
 
 	// The addresses answer after MetalLB is gone; then the streams end.
 	externalAnswers(t, ctx, bgpAddr)
@@ -295,6 +303,19 @@ func migrationServices(t *testing.T, ctx context.Context, ns string, plan migrat
 			t.Fatal(err)
 		}
 	}
+	// A Service that takes the pool's first addresses and goes before the migration: MetalLB's assignments are
+	// then not the ones a fresh allocation would make, so a controller that reassigned instead of taking them over
+	// would move the Services.
+	dual := corev1.IPFamilyPolicyRequireDualStack
+	fillerPolicy := &dual
+	if !plan.l2v6From.IsValid() {
+		fillerPolicy = nil
+	}
+	mk("filler", nil, fillerPolicy, udp)
+	waitFor(t, ctx, "MetalLB's address on the filler Service", func() (bool, error) {
+		got, err := cluster.Kube().CoreV1().Services(ns).Get(ctx, "filler", metav1.GetOptions{})
+		return err == nil && len(got.Status.LoadBalancer.Ingress) > 0, err
+	})
 	out := []migrationService{{"l2", 1}, {"shared-udp", 1}, {"shared-tcp", 1}, {"bgp", 1}}
 	mk("l2", nil, nil, udp, http)
 	share := map[string]string{"metallb.io/allow-shared-ip": "mig", "metallb.io/loadBalancerIPs": plan.shared.String()}
@@ -302,7 +323,6 @@ func migrationServices(t *testing.T, ctx context.Context, ns string, plan migrat
 	mk("shared-tcp", share, nil, http)
 	mk("bgp", map[string]string{"metallb.io/address-pool": "mig-bgp"}, nil, udp, http)
 	if plan.l2v6From.IsValid() {
-		dual := corev1.IPFamilyPolicyRequireDualStack
 		mk("l2-dual", nil, &dual, udp)
 		out = append(out, migrationService{"l2-dual", 2})
 	}
@@ -354,6 +374,13 @@ func watchIngress(t *testing.T, ctx context.Context, ns string, want map[string]
 		}
 	}()
 	return h
+}
+
+// violations are the statuses seen so far that showed other addresses.
+func (h *ingressHistory) violations() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.wrong)
 }
 
 // check fails the test for every status that showed other addresses than MetalLB's.
@@ -408,7 +435,8 @@ func startStreams(ctx context.Context, want map[string]string, plan migrationPla
 }
 
 // migrateProcedure is the procedure of docs/metallb.md, step by step.
-func migrateProcedure(t *testing.T, ctx context.Context, heraldBin, manifest, ns string, want map[string]string) {
+func migrateProcedure(t *testing.T, ctx context.Context, heraldBin, manifest, ns string, want map[string]string,
+	history *ingressHistory) {
 	t.Helper()
 	kube := cluster.Kube()
 	env := clusterEnv()
@@ -476,6 +504,22 @@ func migrateProcedure(t *testing.T, ctx context.Context, heraldBin, manifest, ns
 		t.Fatalf("installing Herald: %v", err)
 	}
 	t.Cleanup(func() { _ = remove(context.Background()) })
+	// Herald's controller has taken every Service over (its condition on each), with MetalLB's addresses.
+	waitFor(t, ctx, "Herald's AddressAllocated condition on every Service", func() (bool, error) {
+		for name := range want {
+			svc, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if c := svcstatus.Condition(svc); c == nil || c.Status != metav1.ConditionTrue {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if wrong := history.violations(); len(wrong) > 0 {
+		t.Fatalf("Herald's controller did not keep MetalLB's addresses: %s", strings.Join(wrong, "; "))
+	}
 	done()
 
 	// 6. One node at a time: MetalLB's speaker leaves, Herald's comes; the next node when it serves.
