@@ -27,7 +27,7 @@ SHELL_SCRIPTS := .ci/run e2e/metallb/build.sh e2e/metallb/hostcheck.sh e2e/metal
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-webhook bench-config bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-migration bench-nud soak-members test-bfd-hook e2e e2e-nftables e2e-nllb e2e-ccm kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-webhook bench-config bench-controller bench-svclb bench-nllb bench-failover bench-bgp bench-migration bench-nud soak-members bench-members bench-members-short test-bfd-hook e2e e2e-nftables e2e-nllb e2e-ccm kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -193,6 +193,30 @@ soak-members:
 	./e2e/lab/install.sh apt k8s etcd
 	HERALD_E2E_SOAK_SECONDS=$(SOAK_SECONDS) $(GO) test -tags e2e -count=1 -timeout 60m \
 	  -run '^TestMemberlistIdleHasNoFalsePositives$$' -v ./e2e/ | grep -E 'SOAK|^(ok|FAIL|---)|members_soak_test'
+
+## bench-members: memberlist at size (docs/benchmarks.md, "Memberlist at size"; no root, no lab): for each size in
+## MEMBERS_N (default 10 50 100 250) and profile in MEMBERS_PROFILES (default fast default), that many real
+## speaker/members members, each a process of its own (GOMAXPROCS MEMBERS_GOMAXPROCS, default 1) on a loopback address
+## of its own: false detections in MEMBERS_IDLE (default 1m) idle and MEMBERS_BURN (default 1m) beside two CPU
+## burners, bytes sent and CPU per member, then MEMBERS_KILLS (default 6) kill -9 -> every member sees it dead. Two
+## tables at the end (~30 min), everything in MEMBERS_LOG. Fails on a false detection idle or a kill not detected.
+## The figures in docs/benchmarks.md: MEMBERS_IDLE=10m MEMBERS_BURN=10m MEMBERS_KILLS=12 (~3.5 h).
+## bench-members-short: the CI's version, N = 10 and 25, 1 minute idle, no burners, 2 kills (~6 min)
+MEMBERS_N ?= 10 50 100 250
+MEMBERS_PROFILES ?= fast default
+MEMBERS_IDLE ?= 1m
+MEMBERS_BURN ?= 1m
+MEMBERS_KILLS ?= 6
+MEMBERS_GOMAXPROCS ?= 1
+MEMBERS_LOG ?= $${TMPDIR:-/tmp}/herald-bench-members.log
+bench-members:
+	$(GO) test -c -o "$${TMPDIR:-/tmp}/herald-members.test" ./speaker/members/
+	cd speaker/members && "$${TMPDIR:-/tmp}/herald-members.test" -test.run '^TestMembersAtSize$$' -test.v -test.timeout 0 \
+	  -members.atsize-n "$(MEMBERS_N)" -members.atsize-profiles "$(MEMBERS_PROFILES)" -members.atsize-idle $(MEMBERS_IDLE) \
+	  -members.atsize-burn $(MEMBERS_BURN) -members.atsize-kills $(MEMBERS_KILLS) \
+	  -members.atsize-gomaxprocs $(MEMBERS_GOMAXPROCS) 2>&1 | tee "$(MEMBERS_LOG)"
+bench-members-short:
+	$(MAKE) --no-print-directory bench-members MEMBERS_N="10 25" MEMBERS_IDLE=1m MEMBERS_BURN=0 MEMBERS_KILLS=2
 
 ## demo: bring up the local lab (installs and builds what is missing) and show a LoadBalancer Service answering
 demo:
