@@ -501,7 +501,10 @@ func (r *Reconciler) forget(nn types.NamespacedName) {
 // caller (serveWaiters), which sees the allocator's free counter move. mu
 // held.
 func (r *Reconciler) release(nn types.NamespacedName) {
-	delete(r.pending, nn)
+	if _, ok := r.pending[nn]; ok {
+		delete(r.pending, nn)
+		r.poolsDirty = true // the waiting metrics change
+	}
 	if _, ok := r.alloc.Assignment(nn.String()); ok {
 		r.alloc.Release(nn.String())
 		r.poolsDirty = true
@@ -524,6 +527,7 @@ func (r *Reconciler) serveWaiters(ctx context.Context) {
 			if err := r.client.Get(ctx, nn, svc); err != nil {
 				if apierrors.IsNotFound(err) {
 					delete(r.pending, nn)
+					r.poolsDirty = true
 				}
 				continue
 			}

@@ -18,6 +18,7 @@ type metrics struct {
 	configProbs  *prometheus.GaugeVec
 	services     prometheus.Gauge
 	waiting      *prometheus.GaugeVec
+	unassigned   *prometheus.GaugeVec
 	writes       *prometheus.CounterVec
 	// svclbDaemonSets counts Herald's DaemonSets in the ServiceLB namespace.
 	svclbDaemonSets prometheus.Gauge
@@ -57,6 +58,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "herald_controller_services_waiting",
 			Help: "LoadBalancer Services refused what they ask for (waiting, or keeping an older assignment), by reason.",
 		}, []string{"reason"}),
+		unassigned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "herald_controller_service_unassigned",
+			Help: "1 for each LoadBalancer Service Herald serves that holds no address, by Service and the reason it was refused one.",
+		}, []string{"service", "reason"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herald_controller_writes_total",
 			Help: "Writes the controller made to the API server, by what was written (service-status, service-annotation, config-status, pool-counters, svclb-daemonset-create, svclb-daemonset-update, svclb-daemonset-delete).",
@@ -70,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "herald_config_unreadable_objects",
 		Help: "Configuration objects whose spec cannot be read as its type (stored under an older or looser schema), by kind: each is left out (its last valid spec, if any, is served) with an Invalid condition.",
 	}, []string{"kind"})
-	reg.MustRegister(m.inUse, m.total, m.syncDuration, m.errors, m.configProbs, m.services, m.waiting, m.writes, m.svclbDaemonSets, m.unreadable)
+	reg.MustRegister(m.inUse, m.total, m.syncDuration, m.errors, m.configProbs, m.services, m.waiting, m.unassigned, m.writes, m.svclbDaemonSets, m.unreadable)
 	return m
 }
 

@@ -41,9 +41,14 @@ func (r *Reconciler) flushPoolStatus(ctx context.Context) {
 	}
 	r.metrics.setPools(stats, r.knownPools)
 	r.metrics.waiting.Reset()
-	for _, w := range r.pending {
-		if w.reason != reasonReassign {
-			r.metrics.waiting.WithLabelValues(string(w.reason)).Inc()
+	r.metrics.unassigned.Reset()
+	for nn, w := range r.pending {
+		if w.reason == reasonReassign {
+			continue
+		}
+		r.metrics.waiting.WithLabelValues(string(w.reason)).Inc()
+		if _, held := r.alloc.Assignment(nn.String()); !held {
+			r.metrics.unassigned.WithLabelValues(nn.String(), string(w.reason)).Set(1)
 		}
 	}
 	r.knownPools = map[string]bool{}

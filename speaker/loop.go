@@ -185,6 +185,7 @@ func (a *Agent) sync(ctx context.Context) error {
 		a.arrivals = arr
 	}
 	a.met.setAnnounced(a.o.NodeName, want.L2)
+	a.met.setUnannounced(reporter(a.o.NodeName, in.Alive), res.Unannounced())
 	a.met.plans.Inc()
 	// The cache has synced, a plan is computed and the responders carry
 	// it: from now on this speaker can answer for what it is elected for,

@@ -1,6 +1,8 @@
 package speaker
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/herald-lb/herald/internal/utf8text"
@@ -9,12 +11,13 @@ import (
 )
 
 type metrics struct {
-	announced *prometheus.GaugeVec
-	plans     prometheus.Counter
+	announced   *prometheus.GaugeVec
+	unannounced *prometheus.GaugeVec
+	plans       prometheus.Counter
 }
 
-// newMetrics registers the speaker's metrics: the announced addresses,
-// the responders' counters and the size of the default interface set (read
+// newMetrics registers the speaker's metrics: the announced addresses, the
+// addresses nobody announces, the responders' counters and the size of the default interface set (read
 // from the announcer at scrape time) and the memberlist view.
 func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, sessions func() []bgpSession) *metrics {
 	m := &metrics{
@@ -22,12 +25,16 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, s
 			Name: "herald_l2_announced",
 			Help: "1 for each address this node answers ARP/NDP for, by Service and node.",
 		}, []string{"service", "address", "node"}),
+		unannounced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "herald_address_unannounced",
+			Help: "1 for each address of a Service that no node announces (neither layer 2 nor BGP; addresses of node-address pools left out), by Service and reason (NoEndpoints, NoEligibleNode, NoL2Advertisement, NoBGPPeer, NoAdvertisement). Reported by one speaker: the ready one whose node name sorts first in its memberlist view.",
+		}, []string{"service", "address", "reason"}),
 		plans: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "herald_speaker_plans_total",
 			Help: "Plans this speaker computed and applied from its whole cached state (input changes arriving during a plan are coalesced into the next one).",
 		}),
 	}
-	reg.MustRegister(m.announced, m.plans, &bgpCollector{sessions: sessions,
+	reg.MustRegister(m.announced, m.unannounced, m.plans, &bgpCollector{sessions: sessions,
 		up: prometheus.NewDesc("herald_bgp_session_up",
 			"1 while the BGP session with the peer is established, 0 otherwise.", []string{"peer", "address"}, nil),
 		prefixes: prometheus.NewDesc("herald_bgp_prefixes_advertised",
@@ -90,6 +97,27 @@ func (m *metrics) setAnnounced(node string, l2 []plan.L2Announcement) {
 			m.announced.WithLabelValues(s, a.Addr.String(), node).Set(1)
 		}
 	}
+}
+
+// setUnannounced reports the addresses no node announces when this speaker
+// is the reporter (the plan's view is every speaker's; one reports it, so
+// that the series do not grow with the nodes), and nothing otherwise.
+func (m *metrics) setUnannounced(reporter bool, us []plan.Unannounced) {
+	m.unannounced.Reset()
+	if !reporter {
+		return
+	}
+	for _, u := range us {
+		for _, s := range u.Services {
+			m.unannounced.WithLabelValues(s, u.Addr.String(), string(u.Reason)).Set(1)
+		}
+	}
+}
+
+// reporter says whether node reports for the cluster: its name sorts first
+// among the ready speakers alive in its memberlist view.
+func reporter(node string, alive []string) bool {
+	return len(alive) > 0 && slices.Min(alive) == node
 }
 
 type l2Collector struct {

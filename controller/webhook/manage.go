@@ -57,6 +57,7 @@ type Certs struct {
 	mu       sync.Mutex
 	cert     *tls.Certificate
 	certPEM  []byte
+	notAfter time.Time
 	lastWarn string
 }
 
@@ -68,6 +69,14 @@ func (c *Certs) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return nil, errors.New("no webhook certificate loaded yet")
 	}
 	return c.cert, nil
+}
+
+// NotAfter returns the expiry of the certificate served, and false while
+// none is.
+func (c *Certs) NotAfter() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.notAfter, c.cert != nil && !c.notAfter.IsZero()
 }
 
 // Ready fails until a certificate is loaded (a readyz check: the webhook
@@ -230,8 +239,9 @@ func (c *Certs) load(certPEM, keyPEM []byte) error {
 	if err != nil {
 		return fmt.Errorf("loading the webhook certificate: %w", err)
 	}
-	c.cert, c.certPEM = &kp, certPEM
+	c.cert, c.certPEM, c.notAfter = &kp, certPEM, time.Time{}
 	if leaf := parseCerts(certPEM); len(leaf) > 0 {
+		c.notAfter = leaf[0].NotAfter
 		c.Log.Info("webhook serving certificate loaded", "serial", leaf[0].SerialNumber.Text(16), "notAfter", leaf[0].NotAfter.UTC())
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,6 +66,7 @@ func (s *Server) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends (controller-runtime Runnable).
 func (s *Server) Start(ctx context.Context) error {
+	s.Metrics.serving(s.Certs)
 	mux := http.NewServeMux()
 	mux.Handle(Path, s)
 	srv := &http.Server{
@@ -267,11 +269,15 @@ const (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration prometheus.Histogram
+	expiry   *certExpiry
 }
 
 // NewMetrics registers the webhook's metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		expiry: &certExpiry{desc: prometheus.NewDesc("herald_webhook_certificate_expiry_timestamp_seconds",
+			"When the serving certificate this replica serves expires (Unix time); absent while it serves none. Herald renews it with a third of its lifetime left.",
+			nil, nil)},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herald_webhook_requests_total",
 			Help: "Admission requests answered, by verdict: allowed, refused, error (not judged: the failurePolicy applies) and busy (no slot within the queue wait).",
@@ -282,8 +288,33 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBucketsRange(0.0001, 10, 30),
 		}),
 	}
-	reg.MustRegister(m.requests, m.duration)
+	reg.MustRegister(m.requests, m.duration, m.expiry)
 	return m
+}
+
+// serving makes the metrics report the certificate certs serves.
+func (m *Metrics) serving(certs *Certs) {
+	if m != nil {
+		m.expiry.certs.Store(certs)
+	}
+}
+
+// certExpiry reads the served certificate's expiry at scrape time.
+type certExpiry struct {
+	desc  *prometheus.Desc
+	certs atomic.Pointer[Certs]
+}
+
+func (c *certExpiry) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *certExpiry) Collect(ch chan<- prometheus.Metric) {
+	certs := c.certs.Load()
+	if certs == nil {
+		return
+	}
+	if t, ok := certs.NotAfter(); ok {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(t.Unix()))
+	}
 }
 
 func (m *Metrics) observe(verdict string, since time.Time) {
