@@ -31,6 +31,7 @@ import (
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/controller/webhook"
+	"github.com/herald-lb/herald/internal/cachetrim"
 	"github.com/herald-lb/herald/internal/metricsserve"
 	"github.com/herald-lb/herald/ipam"
 )
@@ -151,8 +152,9 @@ func (o Options) RESTConfig(cfg *rest.Config) *rest.Config {
 }
 
 // ManagerOptions are the controller-runtime settings for o: the scheme, the
-// configuration kinds cached only in the install namespace, leader election,
-// metrics and probes.
+// configuration kinds cached only in the install namespace, the cluster's
+// objects trimmed to what the controller reads, leader election, metrics and
+// probes.
 func ManagerOptions(o Options) ctrl.Options {
 	mo := ctrl.Options{
 		Scheme:                        configobjs.Scheme(),
@@ -162,7 +164,16 @@ func ManagerOptions(o Options) ctrl.Options {
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserve.Options(o.MetricsAddr, o.MetricsSecure),
 		HealthProbeBindAddress:        o.ProbeAddr,
-		Cache:                         cache.Options{ByObject: map[client.Object]cache.ByObject{}},
+		// No cached object keeps its managedFields; the kinds below keep
+		// only what the controller reads (internal/cachetrim). Services are
+		// patched from the cache (status, pool annotation) and svclb
+		// DaemonSets updated: their transforms leave nothing such a write
+		// could remove on the server.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Service{}:            {Transform: cachetrim.ControllerService},
+			&discoveryv1.EndpointSlice{}: {Transform: cachetrim.EndpointSlice},
+			&corev1.Node{}:               {Transform: cachetrim.Node},
+		}, DefaultTransform: cachetrim.ManagedFields},
 	}
 	configobjs.CacheInNamespace(mo.Cache.ByObject, o.Namespace)
 	// Only Herald's own DaemonSets and pods, in the ServiceLB namespace: not
@@ -172,7 +183,9 @@ func ManagerOptions(o Options) ctrl.Options {
 		Label:      svclbSelector(),
 	}
 	mo.Cache.ByObject[&appsv1.DaemonSet{}] = svclbCache
-	mo.Cache.ByObject[&corev1.Pod{}] = svclbCache
+	svclbPods := svclbCache
+	svclbPods.Transform = cachetrim.SvclbPod
+	mo.Cache.ByObject[&corev1.Pod{}] = svclbPods
 	// The install namespace's Secrets, for the BGP peers' passwordSecrets
 	// (bgpPasswords), holding the data of those that can be one and of the
 	// copy only (not the Helm releases', not the webhook's keys); the

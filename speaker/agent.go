@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -31,6 +32,7 @@ import (
 	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/config/nodeaddr"
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/internal/cachetrim"
 	"github.com/herald-lb/herald/internal/metricsserve"
 	"github.com/herald-lb/herald/speaker/members"
 )
@@ -127,24 +129,12 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	if o.KubeAPIBurst != 0 {
 		cfg.Burst = o.KubeAPIBurst
 	}
-	inNS := map[string]cache.Config{o.Namespace: {}}
-	byObject := map[client.Object]cache.ByObject{
-		&v1beta1.ServiceL2Status{}:  {Namespaces: inNS},
-		&v1beta1.ServiceBGPStatus{}: {Namespaces: inNS},
-		// One Secret: the controller's copy of the BGP peers' passwords,
-		// watched so that a changed password re-creates its session. By
-		// name (the RBAC Role names it; the memberlist key is the other
-		// Secret the speaker may read, followed by keySecret).
-		&corev1.Secret{}: {Namespaces: map[string]cache.Config{o.Namespace: {
-			FieldSelector: fields.OneTermEqualSelector("metadata.name", o.BGPPasswordsSecret)}}},
-	}
-	configobjs.CacheInNamespace(byObject, o.Namespace)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 configobjs.Scheme(),
 		Logger:                 logr.FromSlogHandler(log.Handler()),
 		Metrics:                metricsserve.Options(o.MetricsAddr, o.MetricsSecure),
 		HealthProbeBindAddress: o.ProbeAddr,
-		Cache:                  cache.Options{ByObject: byObject},
+		Cache:                  cacheOptions(o),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -257,6 +247,30 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	log.Info("speaker ready to start", "memberlist", ml.Addr().String(), "encrypted", key != nil,
 		"profile", o.Profile, "namespace", o.Namespace, "onlyClass", o.OnlyClass)
 	return a, nil
+}
+
+// cacheOptions are what the speaker caches: the status objects, the BGP
+// password copy and the configuration in the install namespace; every
+// Service, EndpointSlice and Node of the cluster, trimmed to what the speaker
+// reads (internal/cachetrim: it never writes them back); and nothing's
+// managedFields.
+func cacheOptions(o Options) cache.Options {
+	inNS := map[string]cache.Config{o.Namespace: {}}
+	byObject := map[client.Object]cache.ByObject{
+		&v1beta1.ServiceL2Status{}:  {Namespaces: inNS},
+		&v1beta1.ServiceBGPStatus{}: {Namespaces: inNS},
+		// One Secret: the controller's copy of the BGP peers' passwords,
+		// watched so that a changed password re-creates its session. By
+		// name (the RBAC Role names it; the memberlist key is the other
+		// Secret the speaker may read, followed by keySecret).
+		&corev1.Secret{}: {Namespaces: map[string]cache.Config{o.Namespace: {
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", o.BGPPasswordsSecret)}}},
+		&corev1.Service{}:            {Transform: cachetrim.SpeakerService},
+		&discoveryv1.EndpointSlice{}: {Transform: cachetrim.EndpointSlice},
+		&corev1.Node{}:               {Transform: cachetrim.Node},
+	}
+	configobjs.CacheInNamespace(byObject, o.Namespace)
+	return cache.Options{ByObject: byObject, DefaultTransform: cachetrim.ManagedFields}
 }
 
 // Run runs the speaker until ctx is cancelled, then stops answering,
