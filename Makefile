@@ -21,6 +21,8 @@ STATICCHECK := $(HERALD_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticch
 
 # shellcheck comes from Debian (install.sh lint installs it when missing).
 SHELLCHECK ?= shellcheck
+# promtool comes from Debian's prometheus package (install.sh lint installs it when missing).
+PROMTOOL ?= promtool
 SHELL_SCRIPTS := .ci/run e2e/metallb/build.sh e2e/metallb/hostcheck.sh e2e/metallb/images.sh e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh) \
   e2e/kind/kind.sh e2e/kind/lib.sh e2e/kind/cluster.sh e2e/kind/router/run.sh e2e/kind/node/entrypoint e2e/kind/node/setup.sh
 
@@ -288,8 +290,8 @@ lab-status:
 	./e2e/lab/lab status
 
 ## lint: gofmt, go vet, staticcheck, the tools-tag build, generated files current, shellcheck and the lab
-## library's tests. It changes nothing in the working tree.
-lint: verify-generated lint-shell $(STATICCHECK)
+## library's tests, the chart's alerts checked by promtool. It changes nothing in the working tree.
+lint: verify-generated lint-shell alerts-check $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags e2e,integration ./...
@@ -300,6 +302,24 @@ lint: verify-generated lint-shell $(STATICCHECK)
 lint-shell: shellcheck
 	$(SHELLCHECK) -x -P SCRIPTDIR $(SHELL_SCRIPTS)
 	./e2e/lab/lib_test.sh
+
+## alerts-check: the chart's alerts with Prometheus's own tooling: the PrometheusRule as helm template renders it
+## (metrics.prometheusRule.enabled, default values), its rule groups checked (promtool check rules) and unit-tested
+## (promtool test rules, charts/herald/tests/alerts_test.yaml: each alert fires on broken series and not on healthy
+## ones); the rules rendered with a runbook URL and no ignored reason checked too
+.PHONY: alerts-check promtool
+alerts-check: promtool
+	@[ -x $(HELM) ] || ./e2e/lab/install.sh helm
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  rules() { $(HELM) template herald $(CHART_DIR) --namespace herald-system --set metrics.prometheusRule.enabled=true "$$@" \
+	    --show-only templates/prometheusrule.yaml | awk '/^spec:$$/ {on = 1; next} on {sub(/^  /, ""); print}'; }; \
+	  rules > "$$tmp/herald-rules.yaml"; \
+	  rules --set metrics.prometheusRule.runbookBaseURL=https://example.org/alerts.md \
+	    --set-json 'metrics.prometheusRule.alerts.addressNotAnnounced.ignoreReasons=[]' > "$$tmp/variant-rules.yaml"; \
+	  grep -q 'alert: ' "$$tmp/herald-rules.yaml" || { echo "alerts-check: no alert rendered"; exit 1; }; \
+	  cp $(CHART_DIR)/tests/alerts_test.yaml "$$tmp/"; \
+	  $(PROMTOOL) check rules "$$tmp/herald-rules.yaml" "$$tmp/variant-rules.yaml"; \
+	  $(PROMTOOL) test rules "$$tmp/alerts_test.yaml"
 
 ## generate: deepcopy functions and CRD manifests from config/v1beta1, and the chart's copy of the CRDs
 generate: $(CONTROLLER_GEN)
@@ -352,11 +372,15 @@ fuzz:
 	  fi; \
 	done
 
-tools: $(CONTROLLER_GEN) $(STATICCHECK) shellcheck
+tools: $(CONTROLLER_GEN) $(STATICCHECK) shellcheck promtool
 
 ## shellcheck: install shellcheck (a Debian package) if it is missing
 shellcheck:
 	@command -v $(SHELLCHECK) >/dev/null || ./e2e/lab/install.sh lint
+
+## promtool: install promtool (Debian's prometheus package) if it is missing
+promtool:
+	@command -v $(PROMTOOL) >/dev/null || ./e2e/lab/install.sh lint
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

@@ -19,17 +19,21 @@ require (
 )
 
 require (
+	github.com/prometheus/prometheus v0.309.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	k8s.io/pod-security-admission v0.37.2
 )
 
 require (
+	github.com/dennwc/varint v1.0.0 // indirect
 	github.com/gaissmai/bart v0.26.1 // indirect
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
+	github.com/grafana/regexp v0.0.0-20250905093917-f7b3be9d1853 // indirect
 	github.com/orcaman/concurrent-map/v2 v2.0.1 // indirect
 	github.com/sagikazarmark/locafero v0.7.0 // indirect
 	github.com/segmentio/fasthash v1.0.3 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
 )
 
 require (

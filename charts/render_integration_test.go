@@ -16,8 +16,8 @@ import (
 // (herald/ci/all-modes-values.yaml) and with the lab's values (e2e/lab/manifests/herald-values.yaml), and server-side applies each object as a dry run, with strict field
 // validation, to the real API server (the CRDs installed for real from herald/crds by TestMain): every object
 // must be accepted. The namespaces the chart renders are created for real first (namespaced objects need them).
-// ServiceMonitors are checked only when the API server serves the kind (the Prometheus operator's CRD is not
-// installed here); the test says so.
+// ServiceMonitors and the PrometheusRule are checked only when the API server serves their kind (the Prometheus
+// operator's CRDs are not installed here); the test says so.
 func TestChartAcceptedByAPIServer(t *testing.T) {
 	cases := []struct {
 		name string
@@ -34,7 +34,7 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 			want: []string{"Deployment", "ValidatingWebhookConfiguration"}},
 		{name: "all-modes", ns: "herald-allmodes", args: []string{"-f", "herald/ci/all-modes-values.yaml"},
 			want: []string{"Deployment", "DaemonSet", "Namespace", "IPAddressPool", "L2Advertisement", "BGPAdvertisement",
-				"BGPPeer", "Community", "BFDProfile", "ServiceMonitor"}},
+				"BGPPeer", "Community", "BFDProfile", "ServiceMonitor", "PrometheusRule", "ConfigMap"}},
 		{name: "lab", ns: "herald-lab", args: []string{"-f", "../e2e/lab/manifests/herald-values.yaml"},
 			want: []string{"Deployment", "DaemonSet"}},
 		// NLLB as static pods watching the slices with the node RBAC (the all-modes values have the DaemonSet
@@ -94,7 +94,7 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 				err := a.apply(ctx, o, true)
 				var nk errNoKind
 				switch {
-				case errors.As(err, &nk) && o.GetKind() == "ServiceMonitor":
+				case errors.As(err, &nk) && (o.GetKind() == "ServiceMonitor" || o.GetKind() == "PrometheusRule"):
 					t.Logf("%s not checked: monitoring.coreos.com is not installed on the test API server", objName(o))
 				case err != nil:
 					t.Errorf("refused: %v", err)

@@ -456,6 +456,16 @@ func TestValuesSchemaRefuses(t *testing.T) {
 		{"tag in the repository", "image: {repository: herald:v1}", "at '/image/repository': 'herald:v1' does not match pattern"},
 		{"upper-case namespace", "serviceLB: {namespace: Herald-LB}", "at '/serviceLB/namespace': 'Herald-LB' does not match pattern"},
 		{"ServiceMonitor interval", "metrics: {serviceMonitor: {interval: 30}}", "at '/metrics/serviceMonitor/interval': got number, want string"},
+		{"alert for, units out of order", "metrics: {prometheusRule: {alerts: {bgpSessionDown: {for: 1m1h}}}}",
+			"at '/metrics/prometheusRule/alerts/bgpSessionDown/for': '1m1h' does not match pattern"},
+		{"pool ratio as a percentage", "metrics: {prometheusRule: {alerts: {poolNearlyFull: {usedRatio: 90}}}}",
+			"at '/metrics/prometheusRule/alerts/poolNearlyFull/usedRatio': maximum: got 90, want 1"},
+		{"unknown unannounced reason", "metrics: {prometheusRule: {alerts: {addressNotAnnounced: {ignoreReasons: [NoEndpoint]}}}}",
+			"at '/metrics/prometheusRule/alerts/addressNotAnnounced/ignoreReasons/0': value must be one of"},
+		{"misspelled alert", "metrics: {prometheusRule: {alerts: {bgpSessionsDown: {enabled: false}}}}",
+			"at '/metrics/prometheusRule/alerts': additional properties 'bgpSessionsDown' not allowed"},
+		{"dashboard label not a string", "metrics: {dashboard: {labels: {grafana_dashboard: 1}}}",
+			"at '/metrics/dashboard/labels/grafana_dashboard': got number, want string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := validate(s, coalesce(defaults, readValues(t, tc.name, []byte(tc.values))))
@@ -491,6 +501,14 @@ func TestValuesSchemaAccepts(t *testing.T) {
 			"patchedKubeconfigResync": "1h30m", "dialTimeout": "1.5s", "metricsAddress": ":7574",
 			"upstreams": []any{"[fd00::10]:6443", "192.0.2.10:6443"},
 			"health":    map[string]any{"interval": "0", "timeout": "250ms"},
+		}}},
+		{"alerts and dashboard from --set", map[string]any{"metrics": map[string]any{
+			"prometheusRule": map[string]any{"enabled": true, "alerts": map[string]any{
+				"webhookCertificateExpiring": map[string]any{"remainingDays": int64(7), "for": "0"},
+				"poolNearlyFull":             map[string]any{"usedRatio": float64(1), "for": "1h30m"},
+				"addressNotAnnounced":        map[string]any{"ignoreReasons": []any{}},
+			}},
+			"dashboard": map[string]any{"enabled": true, "namespace": "monitoring", "labels": map[string]any{"grafana_dashboard": "1", "team": "net"}},
 		}}},
 		{"image with a registry port", map[string]any{"image": map[string]any{"repository": "registry.example:5000/herald", "tag": "v0.1.0"}}},
 		{"Kubernetes objects stay open", map[string]any{

@@ -5,7 +5,7 @@
 #   etcd  etcd server
 #   helm  helm
 #   kubeadm  kubeadm, from the same wrapper module as k8s (the kind node image needs it; make kind-image)
-#   lint  Debian packages `make lint` needs (shellcheck); not part of the default set
+#   lint  Debian packages `make lint` needs (shellcheck, prometheus for promtool); not part of the default set
 # Usage: install.sh [apt] [k8s] [etcd] [helm] [kubeadm] [lint]     (no argument: apt k8s etcd helm)
 # Binaries are cached outside the checkout in versioned directories under $HERALD_CACHE
 # (default ${XDG_CACHE_HOME:-$HOME/.cache}/herald); a step whose output exists does nothing.

@@ -21,8 +21,9 @@ K8S_EXTRA_BINARIES=(kubeadm)
 # Debian packages the lab needs.
 APT_PACKAGES=(containerd runc containernetworking-plugins iptables nftables gobgpd frr arping ndisc6
 	tcpdump openssl conntrack iproute2 iputils-ping util-linux procps curl socat ca-certificates haproxy)
-# Debian packages `make lint` needs (install.sh lint).
-LINT_APT_PACKAGES=(shellcheck)
+# Debian packages `make lint` needs (install.sh lint): shellcheck, and prometheus for its promtool (make alerts-check
+# checks and unit-tests the chart's alert rules with it).
+LINT_APT_PACKAGES=(shellcheck prometheus)
 
 _t0=${LAB_T0:-$(date +%s)}
 export LAB_T0=$_t0 # lab commands started by a lab command keep counting from the first one's start
