@@ -29,7 +29,7 @@ SHELL_SCRIPTS := .ci/run e2e/metallb/build.sh e2e/metallb/hostcheck.sh e2e/metal
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
 CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:crd:artifacts:config=config/crd
 
-.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-webhook bench-config bench-controller bench-cache bench-svclb bench-nllb bench-failover bench-bgp bench-migration bench-nud soak-members bench-members bench-members-short test-bfd-hook e2e e2e-nftables e2e-nllb e2e-ccm kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
+.PHONY: all build test integration image image-archive chart-crds chart-lint chart-test bench-webhook bench-config bench-controller bench-cache bench-svclb bench-nllb bench-failover bench-bgp bench-migration bench-nud soak-members bench-members bench-members-short bench-scale bench-scale-short test-bfd-hook e2e e2e-nftables e2e-nllb e2e-ccm kind-image e2e-kind kind-up kind-down demo lab-install lab-up lab-down lab-status lint lint-shell generate verify-generated bench fuzz tools shellcheck kube-bin clean
 
 all: lint test build
 
@@ -105,8 +105,6 @@ bench-config:
 bench-controller: kube-bin
 	$(GO) test -tags integration -count=1 -timeout 20m -run '^TestLoad(Burst)?$$' -v ./controller/ | grep -E 'LOAD|^(ok|FAIL|---)'
 
-## bench-svclb: the ServiceLB forwarder in test-made namespaces (root): one client's TCP throughput and round-trip
-## time direct (routed, no NAT), through the nftables rules and through the userspace proxy. SVCLB_BENCH_ROUNDS
 ## bench-cache: heap of the informer caches at 1,000 Nodes, 10,000 LoadBalancer Services and 10,000 EndpointSlices,
 ## whole and through the speaker's and the controller's transforms (internal/cachetrim), 3 runs; CACHE_SCALE=0.1 for
 ## a tenth of the sizes (under a second)
@@ -114,6 +112,8 @@ CACHE_SCALE ?= 1
 bench-cache:
 	$(GO) test -run '^$$' -bench '^BenchmarkInformerCache$$' -benchtime 1x -count 3 ./internal/cachetrim/ -args -cachetrim.scale=$(CACHE_SCALE) | grep -E '^Benchmark|^(ok|FAIL)'
 
+## bench-svclb: the ServiceLB forwarder in test-made namespaces (root): one client's TCP throughput and round-trip
+## time direct (routed, no NAT), through the nftables rules and through the userspace proxy. SVCLB_BENCH_ROUNDS
 ## (default 10) rounds of 1 s per path, the paths interleaved round by round (the machine may be shared); medians
 ## printed at the end, every round in SVCLB_BENCH_LOG
 SVCLB_BENCH_ROUNDS ?= 10
@@ -227,6 +227,27 @@ bench-members:
 bench-members-short:
 	$(MAKE) --no-print-directory bench-members MEMBERS_N="10 25" MEMBERS_IDLE=1m MEMBERS_BURN=0 MEMBERS_KILLS=2
 
+## bench-scale: the real controller and one real speaker (processes, default flags; the speaker in a network
+## namespace with four gobgpd routers) against a real API server holding SCALE_NODES (1000) realistic Nodes and
+## SCALE_SERVICES (10000) LoadBalancer Services with EndpointSlices; idle, then SCALE_CHURN (5m) of 100 EndpointSlice
+## updates/s and of 50 Node heartbeats/s, SCALE_MOVES (20) announcement moves timed at a router, a burst of
+## SCALE_BURST (1000) creates from 16 writers; lines SCALE (docs/benchmarks.md, "Scale"). Root.
+## bench-scale-short: a tenth of the sizes (100 nodes, 1,000 Services, 30 s of churn, 100 creates), as CI runs it
+SCALE_NODES ?= 1000
+SCALE_SERVICES ?= 10000
+SCALE_CHURN ?= 5m
+SCALE_BURST ?= 1000
+SCALE_MOVES ?= 20
+SCALE_LOG ?= $${TMPDIR:-/tmp}/herald-bench-scale.log
+bench-scale: kube-bin
+	./e2e/lab/install.sh apt
+	SCALE_NODES=$(SCALE_NODES) SCALE_SERVICES=$(SCALE_SERVICES) SCALE_CHURN=$(SCALE_CHURN) SCALE_BURST=$(SCALE_BURST) \
+	  SCALE_MOVES=$(SCALE_MOVES) $(GO) test -tags scale -count=1 -timeout 120m -run '^TestScale$$' -v ./bench/scale/ \
+	  > "$(SCALE_LOG)" 2>&1 || { tail -60 "$(SCALE_LOG)"; exit 1; }
+	grep -E '^SCALE' "$(SCALE_LOG)" | cut -f2-
+bench-scale-short:
+	$(MAKE) --no-print-directory bench-scale SCALE_NODES=100 SCALE_SERVICES=1000 SCALE_CHURN=30s SCALE_BURST=100 SCALE_MOVES=10
+
 ## demo: bring up the local lab (installs and builds what is missing) and show a LoadBalancer Service answering
 demo:
 	./e2e/lab/lab demo
@@ -294,8 +315,8 @@ lab-status:
 lint: verify-generated lint-shell alerts-check $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet -tags e2e,integration ./...
-	$(STATICCHECK) -tags e2e,integration ./...
+	$(GO) vet -tags e2e,integration,scale ./...
+	$(STATICCHECK) -tags e2e,integration,scale ./...
 	$(GO) build -tags tools -o /dev/null ./cmd/herald
 
 ## lint-shell: shellcheck the scripts, and test the lab library (a failing command fails a step; PID checks)
