@@ -245,6 +245,7 @@ bench-scale: kube-bin
 	  SCALE_MOVES=$(SCALE_MOVES) $(GO) test -tags scale -count=1 -timeout 120m -run '^TestScale$$' -v ./bench/scale/ \
 	  > "$(SCALE_LOG)" 2>&1 || { tail -60 "$(SCALE_LOG)"; exit 1; }
 	grep -E '^SCALE' "$(SCALE_LOG)" | cut -f2-
+	sed -n '/^PROFILE/,/^$$/p' "$(SCALE_LOG)"
 bench-scale-short:
 	$(MAKE) --no-print-directory bench-scale SCALE_NODES=100 SCALE_SERVICES=1000 SCALE_CHURN=30s SCALE_BURST=100 SCALE_MOVES=10
 

@@ -175,7 +175,7 @@ func TestScale(t *testing.T) {
 	t0 = time.Now()
 	spk := start(t, dir, "speaker", lan.Nodes[0].Name, bin, "speaker", "--kubeconfig", kcNode, "--node-name", nodeName(0),
 		"--namespace", "herald-system", "--memberlist-bind-address", speakerIP, "--metrics-secure=false",
-		"--metrics-bind-address", "127.0.0.1:7572", "--health-probe-bind-address", "0")
+		"--metrics-bind-address", "127.0.0.1:7572", "--health-probe-bind-address", "0", "--pprof-bind-address", "127.0.0.1:6060")
 	speakerMetrics := func(name, match string) float64 {
 		return metric(t, lan.Nodes[0].Name, "http://127.0.0.1:7572/metrics", name, match)
 	}
@@ -198,6 +198,7 @@ func TestScale(t *testing.T) {
 	report("speaker idle: plans", "%.0f in %s", plans1-plans0, idle)
 	report("speaker idle: bytes/s from the API server", "%.0f", float64(rx1-rx0)/idle.Seconds())
 	report("speaker: goroutines", "%.0f", speakerMetrics("go_goroutines", ""))
+	heapProfile(t, lan.Nodes[0].Name, "http://127.0.0.1:6060/debug/pprof/heap", "speaker-idle")
 
 	// Churn 1: EndpointSlice updates that change nothing Herald announces (an endpoint's serving flag flips on a
 	// node other than node 0).
@@ -242,6 +243,25 @@ func TestScale(t *testing.T) {
 	report("controller: RSS after the burst", "%s", mib(ctlAfter.rss))
 	report("controller: CPU during the burst", "%.1f s", (ctlAfter.cpu - ctlBefore.cpu).Seconds())
 	report("speaker: RSS at the end", "%s", mib(spk.usage(t).rss))
+}
+
+// heapProfile saves a heap profile (in SCALE_PROFILE_DIR, default the temp dir) and prints its top in-use entries.
+func heapProfile(t *testing.T, ns, url, name string) {
+	t.Helper()
+	d := os.Getenv("SCALE_PROFILE_DIR")
+	if d == "" {
+		d = os.TempDir()
+	}
+	path := filepath.Join(d, "herald-scale-"+name+".pprof")
+	out, err := exec.Command("nsenter", "--net=/var/run/netns/"+ns, "--", "curl", "-sf", "--max-time", "30", "-o", path, url).CombinedOutput()
+	if err != nil {
+		t.Fatalf("heap profile: %v: %s", err, out)
+	}
+	top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", "-sample_index=inuse_space", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pprof: %v: %s", err, top)
+	}
+	fmt.Printf("PROFILE %s (%s):\n%s\n", name, path, top)
 }
 
 func freePort(t *testing.T) int {

@@ -43,6 +43,7 @@ func runController(args []string, _, stderr io.Writer) int {
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "/healthz and /readyz listen address (0 disables)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Services synced in parallel (allocation itself is serialized)")
 	fs.DurationVar(&o.PoolStatusInterval, "pool-status-interval", o.PoolStatusInterval, "how often pool status counters may be written")
+	pprofAddr := fs.String("pprof-bind-address", "", pprofFlagHelp)
 	completeWebhook := o.Webhook.AddFlags(fs, "", &o.Namespace)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -77,6 +78,10 @@ func runController(args []string, _, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if err := servePprof(ctx, *pprofAddr, log); err != nil {
+		log.Error("cannot serve profiles", "error", err)
+		return 1
+	}
 	if err := controller.Run(ctx, cfg, o); err != nil {
 		log.Error("controller failed", "error", err)
 		return 1

@@ -22,6 +22,7 @@ type speakerFlags struct {
 	o          speaker.Options
 	kubeconfig string
 	logLevel   string
+	pprofAddr  string
 }
 
 // parseSpeakerFlags reads flags, with defaults from the environment the
@@ -57,6 +58,7 @@ func parseSpeakerFlags(args []string, getenv func(string) string, stderr io.Writ
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve the metrics over HTTPS to scrapers whose token may get /metrics (TokenReview, SubjectAccessReview); false: plain HTTP")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "/healthz and /readyz listen address (0 disables)")
 	fs.StringVar(&o.NLLBStateFile, "nllb-state-file", "", "write the API servers of the default/kubernetes EndpointSlices into this node's NLLB upstream file (herald nllb --state-file, which follows it); empty: off")
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "", pprofFlagHelp)
 	fs.StringVar(&o.NLLBFamily, "nllb-ip-family", speaker.NLLBFamilyAuto, "family of the API server addresses written: auto (the node address's: --memberlist-bind-address, else the Node's InternalIP), ipv4 or ipv6")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -121,6 +123,10 @@ func runSpeaker(args []string, _, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if err := servePprof(ctx, f.pprofAddr, log); err != nil {
+		log.Error("cannot serve profiles", "error", err)
+		return 1
+	}
 	if err := speaker.Run(ctx, cfg, f.o); err != nil {
 		log.Error("speaker failed", "error", err)
 		return 1
