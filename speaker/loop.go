@@ -9,7 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-
+	"k8s.io/apimachinery/pkg/api/equality"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,13 +35,41 @@ func (a *Agent) watched() []client.Object {
 	}, configobjs.Kinds()...)
 }
 
+// sameForPlan reports whether an update changed nothing but the object's
+// resourceVersion. The caches keep only what the planner reads
+// (internal/cachetrim), so such an update (a Node's status heartbeat, an
+// EndpointSlice change in a field Herald does not read, a resync) cannot
+// change a plan, and re-planning the whole state for it is waste: at 1,000
+// Nodes the kubelets' heartbeats alone arrive several times a second.
+func sameForPlan(oldObj, newObj any) bool {
+	o, ok := oldObj.(client.Object)
+	if !ok {
+		return false
+	}
+	n, ok := newObj.(client.Object)
+	if !ok {
+		return false
+	}
+	if o.GetResourceVersion() == n.GetResourceVersion() {
+		return true
+	}
+	oc, nc := o.DeepCopyObject().(client.Object), n.DeepCopyObject().(client.Object)
+	oc.SetResourceVersion("")
+	nc.SetResourceVersion("")
+	return equality.Semantic.DeepEqual(oc, nc)
+}
+
 // loop is the level-triggered loop: every input change (watches,
 // memberlist) re-plans from the whole cached state. Changes arriving during
 // a plan are coalesced into one more plan.
 func (a *Agent) loop(ctx context.Context) error {
 	h := toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { a.trigger() },
-		UpdateFunc: func(any, any) { a.trigger() },
+		AddFunc: func(any) { a.trigger() },
+		UpdateFunc: func(oldObj, newObj any) {
+			if !sameForPlan(oldObj, newObj) {
+				a.trigger()
+			}
+		},
 		DeleteFunc: func(any) { a.trigger() },
 	}
 	for _, obj := range a.watched() {
