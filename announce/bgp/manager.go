@@ -13,6 +13,7 @@ import (
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/config/oc"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
 
@@ -390,7 +391,11 @@ func (m *Manager) server(ctx context.Context, k serverKey) (*gserver, error) {
 	srv := server.NewBgpServer(server.LoggerOption(newGoBGPLogger(m.log), nil))
 	go srv.Serve()
 	gs := &gserver{srv: srv}
-	g := &api.Global{Asn: k.asn, RouterId: k.routerID.String(), ListenPort: -1}
+	// Only the two families Herald advertises get a RIB. Without Families,
+	// GoBGP creates the tables of every family it knows, each of them 2,048
+	// pre-made shards: about 10 MiB per server, most of a speaker's heap
+	// with a few peers (make bench-scale's heap profile).
+	g := &api.Global{Asn: k.asn, RouterId: k.routerID.String(), ListenPort: -1, Families: ribFamilies}
 	if k.listenPort != 0 {
 		g.ListenPort = int32(k.listenPort)
 		if k.listenAddr.IsValid() {
@@ -410,6 +415,13 @@ func (m *Manager) server(ctx context.Context, k serverKey) (*gserver, error) {
 		return nil, fmt.Errorf("import policy assignment: %w", err)
 	}
 	return gs, nil
+}
+
+// ribFamilies are IPv4 and IPv6 unicast, in the numbering of GoBGP's
+// Global.Families.
+var ribFamilies = []uint32{
+	uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV4_UNICAST]),
+	uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV6_UNICAST]),
 }
 
 // pooled takes an idle server for k from the pool; nil when there is none.

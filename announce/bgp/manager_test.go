@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/osrg/gobgp/v4/pkg/config/oc"
+
 	"github.com/herald-lb/herald/internal/netnstest"
 )
 
@@ -323,6 +325,20 @@ func BenchmarkSetUpdate(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		if err := m.Set(ctx, states[i%2]); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// The servers keep RIBs for the two unicast families only: GoBGP's numbering of them is what Global.Families
+// reads, and none of its other families is asked for.
+func TestRIBFamilies(t *testing.T) {
+	want := map[oc.AfiSafiType]bool{oc.AFI_SAFI_TYPE_IPV4_UNICAST: true, oc.AFI_SAFI_TYPE_IPV6_UNICAST: true}
+	if len(ribFamilies) != len(want) {
+		t.Fatalf("ribFamilies = %v", ribFamilies)
+	}
+	for _, f := range ribFamilies {
+		if name := oc.IntToAfiSafiTypeMap[int(f)]; !want[name] {
+			t.Errorf("family %d is %q", f, name)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -172,6 +173,28 @@ func endpointNodes(i, nodes int) []int {
 	return out
 }
 
+// retry runs a write until it succeeds, the API server's answer is not a transient one (a timeout, too many
+// requests, an internal error), or five tries failed. A create that times out may have been stored: AlreadyExists
+// on a retry counts as done.
+func retry(ctx context.Context, write func(ctx context.Context) error) error {
+	var err error
+	for try := 0; try < 5; try++ {
+		if err = write(ctx); err == nil || (try > 0 && apierrors.IsAlreadyExists(err)) {
+			return nil
+		}
+		if !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsTooManyRequests(err) &&
+			!apierrors.IsInternalError(err) && !apierrors.IsServiceUnavailable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try+1) * 500 * time.Millisecond):
+		}
+	}
+	return err
+}
+
 // parallel runs fn(i) for i in [0, n) with the given number of workers and returns the first error.
 func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
 	var (
@@ -206,13 +229,21 @@ func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, 
 func createNodes(t *testing.T, ctx context.Context, cs kubernetes.Interface, n int) {
 	t.Helper()
 	err := parallel(ctx, n, 16, func(ctx context.Context, i int) error {
-		created, err := cs.CoreV1().Nodes().Create(ctx, node(i), metav1.CreateOptions{})
-		if err != nil {
+		if err := retry(ctx, func(ctx context.Context) error {
+			_, err := cs.CoreV1().Nodes().Create(ctx, node(i), metav1.CreateOptions{})
+			return err
+		}); err != nil {
 			return fmt.Errorf("node %d: %w", i, err)
 		}
-		created.Status = nodeStatus(i, time.Now())
-		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-		return err
+		return retry(ctx, func(ctx context.Context) error {
+			n, err := cs.CoreV1().Nodes().Get(ctx, nodeName(i), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.Status = nodeStatus(i, time.Now())
+			_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -229,14 +260,19 @@ func createServices(t *testing.T, ctx context.Context, cs kubernetes.Interface, 
 		i := from + k
 		svc := service(i)
 		t0 := time.Now()
-		if _, err := cs.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		if err := retry(ctx, func(ctx context.Context) error {
+			_, err := cs.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+			return err
+		}); err != nil {
 			return fmt.Errorf("service %d: %w", i, err)
 		}
 		mu.Lock()
 		created[svc.Namespace+"/"+svc.Name] = t0
 		mu.Unlock()
-		_, err := cs.DiscoveryV1().EndpointSlices(svc.Namespace).Create(ctx, slice(i, endpointNodes(i, nodes)...), metav1.CreateOptions{})
-		return err
+		return retry(ctx, func(ctx context.Context) error {
+			_, err := cs.DiscoveryV1().EndpointSlices(svc.Namespace).Create(ctx, slice(i, endpointNodes(i, nodes)...), metav1.CreateOptions{})
+			return err
+		})
 	})
 	if err != nil {
 		t.Fatal(err)

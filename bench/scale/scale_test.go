@@ -424,7 +424,7 @@ func churnPhase(t *testing.T, ctx context.Context, what string, rate int, d time
 		wg.Add(1)
 		go func(k int) {
 			defer func() { <-sem; wg.Done() }()
-			if err := update(ctx, k); err != nil {
+			if err := retry(ctx, func(ctx context.Context) error { return update(ctx, k) }); err != nil {
 				errMu.Lock()
 				if firstErr == nil {
 					firstErr = err
