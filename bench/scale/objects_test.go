@@ -121,6 +121,9 @@ func service(i int) *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeLoadBalancer,
 			Selector: map[string]string{"app": name},
+			// Node ports run out at about 1,400 Services with two ports (30000-32767); a site with thousands of
+			// LoadBalancer Services turns them off, and Herald does not need them.
+			AllocateLoadBalancerNodePorts: ptr.To(false),
 			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
 				{Name: "https", Port: 443, TargetPort: intstr.FromInt32(8443), Protocol: corev1.ProtocolTCP}},
 		},
