@@ -232,17 +232,19 @@ bench-members-short:
 ## SCALE_SERVICES (10000) LoadBalancer Services with EndpointSlices; idle, then SCALE_CHURN (5m) of 100 EndpointSlice
 ## updates/s and of 50 Node heartbeats/s, SCALE_MOVES (20) announcement moves timed at a router, a burst of
 ## SCALE_BURST (1000) creates from 16 writers; lines SCALE (docs/benchmarks.md, "Scale"). Root.
+## SCALE_SPEAKER_GOMEMLIMIT (e.g. 230MiB) gives the speaker the soft memory limit a container limit would.
 ## bench-scale-short: a tenth of the sizes (100 nodes, 1,000 Services, 30 s of churn, 100 creates), as CI runs it
 SCALE_NODES ?= 1000
 SCALE_SERVICES ?= 10000
 SCALE_CHURN ?= 5m
 SCALE_BURST ?= 1000
 SCALE_MOVES ?= 20
+SCALE_SPEAKER_GOMEMLIMIT ?=
 SCALE_LOG ?= $${TMPDIR:-/tmp}/herald-bench-scale.log
 bench-scale: kube-bin
 	./e2e/lab/install.sh apt
 	SCALE_NODES=$(SCALE_NODES) SCALE_SERVICES=$(SCALE_SERVICES) SCALE_CHURN=$(SCALE_CHURN) SCALE_BURST=$(SCALE_BURST) \
-	  SCALE_MOVES=$(SCALE_MOVES) $(GO) test -tags scale -count=1 -timeout 120m -run '^TestScale$$' -v ./bench/scale/ \
+	  SCALE_MOVES=$(SCALE_MOVES) SCALE_SPEAKER_GOMEMLIMIT=$(SCALE_SPEAKER_GOMEMLIMIT) $(GO) test -tags scale -count=1 -timeout 120m -run '^TestScale$$' -v ./bench/scale/ \
 	  > "$(SCALE_LOG)" 2>&1 || { tail -60 "$(SCALE_LOG)"; exit 1; }
 	grep -E '^SCALE' "$(SCALE_LOG)" | cut -f2-
 	sed -n '/^PROFILE/,/^$$/p' "$(SCALE_LOG)"

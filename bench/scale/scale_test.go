@@ -173,9 +173,16 @@ func TestScale(t *testing.T) {
 	writeKubeconfig(t, kcNode, fmt.Sprintf("https://127.0.0.1:%d", proxy.port), tls.CAFile, tls.CertFile, tls.KeyFile)
 	want := bgpAddrs(all, nodes)
 	t0 = time.Now()
-	spk := start(t, dir, "speaker", lan.Nodes[0].Name, bin, "speaker", "--kubeconfig", kcNode, "--node-name", nodeName(0),
+	// SCALE_SPEAKER_GOMEMLIMIT runs the speaker with that soft memory limit: what a container limit gives it
+	// (90 % of the limit, internal/memlimit; the chart's default 256Mi gives 230MiB).
+	var envArgs []string
+	if v := os.Getenv("SCALE_SPEAKER_GOMEMLIMIT"); v != "" {
+		envArgs = []string{"env", "GOMEMLIMIT=" + v}
+		report("speaker: GOMEMLIMIT", "%s", v)
+	}
+	spk := start(t, dir, "speaker", lan.Nodes[0].Name, append(envArgs, bin, "speaker", "--kubeconfig", kcNode, "--node-name", nodeName(0),
 		"--namespace", "herald-system", "--memberlist-bind-address", speakerIP, "--metrics-secure=false",
-		"--metrics-bind-address", "127.0.0.1:7572", "--health-probe-bind-address", "0", "--pprof-bind-address", "127.0.0.1:6060")
+		"--metrics-bind-address", "127.0.0.1:7572", "--health-probe-bind-address", "0", "--pprof-bind-address", "127.0.0.1:6060")...)
 	speakerMetrics := func(name, match string) float64 {
 		return metric(t, lan.Nodes[0].Name, "http://127.0.0.1:7572/metrics", name, match)
 	}

@@ -68,6 +68,7 @@ func runController(args []string, _, stderr io.Writer) int {
 		log.Warn("no --svclb-image (or HERALD_IMAGE): Services placed in node-address pools get no DaemonSet")
 	}
 	o.Logger = log
+	setMemoryLimit(log)
 	cfg, err := restConfig(*kubeconfig)
 	if err != nil {
 		log.Error("cannot load kubeconfig", "error", err)

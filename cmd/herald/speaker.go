@@ -114,6 +114,7 @@ func runSpeaker(args []string, _, stderr io.Writer) int {
 		return 2
 	}
 	f.o.Logger = log
+	setMemoryLimit(log)
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		log.Error("cannot load kubeconfig", "error", err)
