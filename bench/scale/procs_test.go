@@ -100,7 +100,7 @@ func (p *proc) usage(t *testing.T) usage {
 // endpoint, fetched with curl inside ns ("" for the host).
 func metric(t *testing.T, ns, url, name, match string) float64 {
 	t.Helper()
-	args := []string{"curl", "-sf", "--max-time", "5", url}
+	args := []string{"curl", "-sf", "--max-time", "30", url}
 	if ns != "" {
 		args = append([]string{"nsenter", "--net=/var/run/netns/" + ns, "--"}, args...)
 	}
