@@ -1373,6 +1373,15 @@ func (r Result) BGPNodesByService() map[string][]string {
 	if r.bgp == nil {
 		return out
 	}
+	for key, set := range r.bgpSetsByService() {
+		out[key] = r.bgp.names(set, nil)
+	}
+	return out
+}
+
+// bgpSetsByService maps the key of every Service advertised over BGP to
+// the set of nodes that advertise at least one of its addresses.
+func (r Result) bgpSetsByService() map[string]bitset {
 	w := r.bgp.words
 	acc := map[string]bitset{}
 	add := func(keys []string, nodes bitset) {
@@ -1404,10 +1413,13 @@ func (r Result) BGPNodesByService() map[string][]string {
 			}
 		}
 	}
+	// A Service whose every advertisement sends to no node is absent.
 	for key, set := range acc {
-		out[key] = r.bgp.names(set, nil)
+		if set.empty() {
+			delete(acc, key)
+		}
 	}
-	return out
+	return acc
 }
 
 // names appends to out the names of the nodes in set, in order.

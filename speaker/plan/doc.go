@@ -246,6 +246,9 @@
 // least one peer, because the address qualifies there), for events when
 // that set changes; they are the nodes that write the Service's
 // ServiceBGPStatus when they keep every session.
+// [Result.BGPNodeSetsByService] gives the same sets as [NodeSet]s (a count,
+// a hash and the first few names), which a speaker keeps from one plan to
+// the next: full lists of hundreds of nodes per Service do not scale.
 //
 // # Status objects
 //

@@ -394,6 +394,15 @@ func TestBGPStatusMatchesRoutes(t *testing.T) {
 		if byService := res.BGPNodesByService(); !reflect.DeepEqual(writers, byService) {
 			t.Fatalf("round %d: writers %v, advertising nodes %v", i, writers, byService)
 		}
+		sets := res.BGPNodeSetsByService()
+		if len(sets) != len(writers) {
+			t.Fatalf("round %d: %d node sets, %d Services written", i, len(sets), len(writers))
+		}
+		for key, ns := range writers {
+			if want := NewNodeSet(ns); !sets[key].Equal(want) || !reflect.DeepEqual(sets[key], want) {
+				t.Fatalf("round %d: %s: node set %+v, the writers make %+v", i, key, sets[key], want)
+			}
+		}
 	}
 	if objects < 500 || dropped == 0 {
 		t.Errorf("the random inputs are too tame: %d objects, %d dropped with a session", objects, dropped)
