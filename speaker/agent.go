@@ -35,6 +35,7 @@ import (
 	"github.com/herald-lb/herald/internal/cachetrim"
 	"github.com/herald-lb/herald/internal/metricsserve"
 	"github.com/herald-lb/herald/speaker/members"
+	"github.com/herald-lb/herald/speaker/plan"
 )
 
 // EventAnnouncingFromNode is the Normal event on a Service whose announcing
@@ -58,8 +59,11 @@ type Agent struct {
 	bfdClose  func() // closes the BFD manager the agent made
 	met       *metrics
 
-	kick  chan struct{}
-	ready atomic.Bool
+	kick chan struct{}
+	// statusq carries the status objects of the newest plan to
+	// writeStatuses.
+	statusq *statusQueue
+	ready   atomic.Bool
 	// abrupt: on stop, neither close the announcer nor leave memberlist
 	// (tests: a killed speaker).
 	abrupt atomic.Bool
@@ -80,7 +84,7 @@ type Agent struct {
 	bgpNames    atomic.Pointer[map[netip.Addr]bgpPeerInfo]
 	// bgpNodes are the nodes advertising each Service at the last sync
 	// (nil before the first: no events for what was already so).
-	bgpNodes map[string][]string
+	bgpNodes map[string]plan.NodeSet
 	problems string
 }
 
@@ -146,6 +150,7 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 		c:        mgr.GetClient(),
 		recorder: mgr.GetEventRecorder("herald-speaker"),
 		kick:     make(chan struct{}, 1),
+		statusq:  newStatusQueue(),
 	}
 	reader := mgr.GetAPIReader()
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -231,6 +236,9 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 		}
 		return nil
 	}); err != nil {
+		return fail(err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(a.writeStatuses)); err != nil {
 		return fail(err)
 	}
 	if err := mgr.Add(manager.RunnableFunc(a.loop)); err != nil {

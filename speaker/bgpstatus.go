@@ -72,14 +72,14 @@ func bgpStatusByService(sts []plan.BGPStatus) map[string]*bgpStatus {
 // bgpNodeEvent is an AdvertisingFromNodes event to emit.
 type bgpNodeEvent struct {
 	service   string
-	now, prev []string
+	now, prev plan.NodeSet
 }
 
 // bgpNodeEvents lists the Services whose advertising nodes changed from
 // prev to now that this node (self) reports: every speaker computes the
 // same sets, and the first node of the new set (of the old one when nobody
 // advertises any more) writes the event, so that it is written once. Pure.
-func bgpNodeEvents(prev, now map[string][]string, self string) []bgpNodeEvent {
+func bgpNodeEvents(prev, now map[string]plan.NodeSet, self string) []bgpNodeEvent {
 	var out []bgpNodeEvent
 	keys := map[string]bool{}
 	for k := range prev {
@@ -90,14 +90,12 @@ func bgpNodeEvents(prev, now map[string][]string, self string) []bgpNodeEvent {
 	}
 	for k := range keys {
 		p, n := prev[k], now[k]
-		if slices.Equal(p, n) {
+		if p.Equal(n) {
 			continue
 		}
-		writer := ""
-		if len(n) > 0 {
-			writer = n[0]
-		} else if len(p) > 0 {
-			writer = p[0]
+		writer := n.Writer()
+		if writer == "" {
+			writer = p.Writer()
 		}
 		if writer == self {
 			out = append(out, bgpNodeEvent{service: k, now: n, prev: p})
@@ -107,16 +105,9 @@ func bgpNodeEvents(prev, now map[string][]string, self string) []bgpNodeEvent {
 	return out
 }
 
-func nodeList(ns []string) string {
-	if len(ns) == 0 {
-		return "none"
-	}
-	return strings.Join(ns, ", ")
-}
-
 // syncBGPStatus makes this node's ServiceBGPStatus objects match what it
 // advertises, and emits the AdvertisingFromNodes events this node writes.
-func (a *Agent) syncBGPStatus(ctx context.Context, svcs []corev1.Service, want map[string]*bgpStatus, nodes map[string][]string) error {
+func (a *Agent) syncBGPStatus(ctx context.Context, svcs []corev1.Service, want map[string]*bgpStatus, nodes map[string]plan.NodeSet) error {
 	byKey := map[string]*corev1.Service{}
 	for i := range svcs {
 		byKey[svcs[i].Namespace+"/"+svcs[i].Name] = &svcs[i]
@@ -127,12 +118,12 @@ func (a *Agent) syncBGPStatus(ctx context.Context, svcs []corev1.Service, want m
 			if svc == nil {
 				continue
 			}
-			if len(ev.now) == 0 {
+			if ev.now.Count == 0 {
 				a.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventAdvertisingFromNodes, "Advertise",
-					"no longer advertised over BGP (was from %s)", nodeList(ev.prev))
+					"no longer advertised over BGP (was from %s)", ev.prev)
 			} else {
 				a.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventAdvertisingFromNodes, "Advertise",
-					"advertised over BGP from %s (was %s)", nodeList(ev.now), nodeList(ev.prev))
+					"advertised over BGP from %s (was %s)", ev.now, ev.prev)
 			}
 		}
 	}

@@ -65,7 +65,7 @@ func TestBGPStatusPrefixesAsText(t *testing.T) {
 func TestBGPNodeEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		prev, now  map[string][]string
+		prev, now  map[string][]string // node lists
 		self       string
 		wantEvents []string
 	}{
@@ -79,7 +79,14 @@ func TestBGPNodeEvents(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, ev := range bgpNodeEvents(tc.prev, tc.now, tc.self) {
+			sets := func(m map[string][]string) map[string]plan.NodeSet {
+				out := map[string]plan.NodeSet{}
+				for k, ns := range m {
+					out[k] = plan.NewNodeSet(ns)
+				}
+				return out
+			}
+			for _, ev := range bgpNodeEvents(sets(tc.prev), sets(tc.now), tc.self) {
 				got = append(got, ev.service)
 			}
 			if !reflect.DeepEqual(got, tc.wantEvents) {

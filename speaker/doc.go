@@ -25,8 +25,15 @@
 // a burst costs at most two plans. Nothing is incremental, so a missed or
 // repeated event and a restart change nothing; a restart plans from the API
 // server's state and the same memberlist view, and reaches the same plan.
-// The Announcer is called only when the node's desired set changed. A
-// failed status write retries the whole sync after a second.
+// The Announcer is called only when the node's desired set changed.
+//
+// The status objects (ServiceL2Status, ServiceBGPStatus) and the events that
+// go with them are written by a second goroutine, which always works towards
+// the newest plan: a sync hands its reports over and returns, so an
+// announcement never waits for API writes. A speaker starting at 10,000
+// Services creates thousands of objects at its client's rate limit, for
+// minutes; before, the next plan (the one that moves an announcement) waited
+// behind them. A pass that fails in part is retried a second later.
 //
 // Before the first plan, the speaker gives memberlist up to Options.JoinWait
 // (5 s) to see another speaker, so that a speaker restarting alone in its

@@ -2,7 +2,6 @@ package speaker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -178,7 +177,8 @@ func (a *Agent) listConfig(ctx context.Context) (config.Objects, error) {
 }
 
 // sync plans from the cache and applies the node's part: the announcer,
-// the metrics and the ServiceL2Status objects.
+// the BGP sessions and the metrics; it hands the status objects to
+// writeStatuses.
 func (a *Agent) sync(ctx context.Context) error {
 	snap, err := a.snapshot(ctx)
 	if err != nil {
@@ -224,18 +224,15 @@ func (a *Agent) sync(ctx context.Context) error {
 	if bgpErr == nil {
 		a.ready.Store(true)
 	}
-	// The status objects are reports: each kind is written on its own, and
-	// one that cannot be written (an RBAC error, a webhook, a conflict)
-	// neither keeps the other from being written nor the speaker from
-	// being ready. The loop retries what failed.
-	var errs []error
-	if bgpErr != nil {
-		errs = append(errs, bgpErr)
-	} else if err := a.syncBGPStatus(ctx, snap.Services, bgpStatusByService(want.BGP.Statuses(sessions)), res.BGPNodesByService()); err != nil {
-		errs = append(errs, err)
+	// The status objects are reports, written by writeStatuses on its own
+	// goroutine: a plan is announced without waiting for them, and one
+	// that cannot be written neither keeps the speaker from being ready
+	// nor from applying the next plan.
+	job := &statusJob{svcs: snap.Services, l2: res.L2Statuses(a.o.NodeName), def: a.ann.DefaultInterfaces()}
+	if bgpErr == nil {
+		job.bgp = bgpStatusByService(want.BGP.Statuses(sessions))
+		job.bgpNodes = res.BGPNodeSetsByService()
 	}
-	if err := a.syncStatus(ctx, snap.Services, res.L2Statuses(a.o.NodeName), a.ann.DefaultInterfaces()); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	a.statusq.put(job)
+	return bgpErr
 }

@@ -14,6 +14,9 @@ type metrics struct {
 	announced   *prometheus.GaugeVec
 	unannounced *prometheus.GaugeVec
 	plans       prometheus.Counter
+	// statusWrite and statusFailures: the passes of the status writer.
+	statusWrite    prometheus.Histogram
+	statusFailures prometheus.Counter
 }
 
 // newMetrics registers the speaker's metrics: the announced addresses, the
@@ -33,8 +36,17 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, s
 			Name: "herald_speaker_plans_total",
 			Help: "Plans this speaker computed and applied from its whole cached state (input changes arriving during a plan are coalesced into the next one).",
 		}),
+		statusWrite: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "herald_speaker_status_write_seconds",
+			Help:    "Time to bring this node's ServiceL2Status and ServiceBGPStatus objects in line with the newest plan, one pass each. Written apart from the announcements, which never wait for it; long passes (thousands of objects at the client's rate limit, a slow API server) only delay the reports.",
+			Buckets: []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 900},
+		}),
+		statusFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herald_speaker_status_write_failures_total",
+			Help: "Passes of the status writer that left some ServiceL2Status or ServiceBGPStatus object unwritten (the error is logged; retried a second later).",
+		}),
 	}
-	reg.MustRegister(m.announced, m.unannounced, m.plans, &bgpCollector{sessions: sessions,
+	reg.MustRegister(m.announced, m.unannounced, m.plans, m.statusWrite, m.statusFailures, &bgpCollector{sessions: sessions,
 		up: prometheus.NewDesc("herald_bgp_session_up",
 			"1 while the BGP session with the peer is established, 0 otherwise.", []string{"peer", "address"}, nil),
 		prefixes: prometheus.NewDesc("herald_bgp_prefixes_advertised",

@@ -1,0 +1,65 @@
+//go:build integration
+
+package speaker
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/herald-lb/herald/config/v1beta1"
+)
+
+// An announcement never waits for the status objects of earlier plans. The
+// speaker's client is held to 2 requests/s, so the ServiceL2Status objects of
+// its first plan (20 Services) take about 10 s to write, as thousands take
+// minutes at a real cluster's size and client rate. A Service added meanwhile
+// must be announced while those are still being written: before the writes
+// left the sync loop, the plan that announces it came only after the last of
+// them.
+func TestAnnouncementDoesNotWaitForStatusWrites(t *testing.T) {
+	e := newEnv(t)
+	node := e.ns + "-a"
+	e.node(node, "127.0.0.1", nil)
+	e.pool("lan", "192.0.2.0/26")
+	e.l2adv("lan", v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"lan"}})
+	const first = 20
+	var addrs []string
+	for i := 1; i <= first; i++ {
+		ip := fmt.Sprintf("192.0.2.%d", i)
+		addrs = append(addrs, ip)
+		e.service(fmt.Sprintf("web%d", i), false, []string{ip}, node)
+	}
+	h := e.startSpeaker(node, "127.0.0.1", func(o *Options) { o.KubeAPIQPS, o.KubeAPIBurst = 2, 1 })
+	e.allOnce(30*time.Second, addrs, h)
+
+	written := func() int {
+		var l v1beta1.ServiceL2StatusList
+		if err := e.c.List(e.ctx, &l, client.InNamespace(e.ns)); err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Items)
+	}
+	e.service("late", false, []string{"192.0.2.40"}, node)
+	e.allOnce(10*time.Second, []string{"192.0.2.40"}, h)
+	if n := written(); n >= first {
+		t.Fatalf("the late Service was announced only after %d ServiceL2Status objects were written: the announcement waited for the status writes", n)
+	} else {
+		t.Logf("the late Service announced with %d of the first %d ServiceL2Status objects written", n, first)
+	}
+	start := time.Now()
+	// The writer then catches up with the newest plan, the late Service
+	// included.
+	e.eventually(60*time.Second, "every ServiceL2Status written", func() string {
+		if n := written(); n != first+1 {
+			return fmt.Sprintf("%d ServiceL2Status objects", n)
+		}
+		if st, ok := e.statusNode("late"); !ok || st.Status.Node != node {
+			return fmt.Sprintf("late: %+v", st.Status)
+		}
+		return ""
+	})
+	t.Logf("the rest written in %v", time.Since(start).Round(time.Millisecond))
+}
