@@ -25,7 +25,8 @@
 // a burst costs at most two plans. Nothing is incremental, so a missed or
 // repeated event and a restart change nothing; a restart plans from the API
 // server's state and the same memberlist view, and reaches the same plan.
-// The Announcer is called only when the node's desired set changed.
+// The Announcer is called only when the node's desired set changed. The
+// plan reads the cache's own objects, not copies, and never writes them.
 //
 // The status objects (ServiceL2Status, ServiceBGPStatus) and the events that
 // go with them are written by a second goroutine, which always works towards

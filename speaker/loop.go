@@ -139,13 +139,16 @@ func (a *Agent) waitForPeers(ctx context.Context) {
 	}
 }
 
-// snapshot reads the cache.
+// snapshot reads the cache. The objects are the cache's own, not copies
+// (a re-plan at 10,000 Services copied 28 MB of them): the snapshot is read
+// and never written, by BuildInputs, the planner and the status writer
+// (TestSnapshotReadOnly).
 func (a *Agent) snapshot(ctx context.Context) (Snapshot, error) {
 	var svcs corev1.ServiceList
 	var eps discoveryv1.EndpointSliceList
 	var nodes corev1.NodeList
 	for _, l := range []client.ObjectList{&svcs, &eps, &nodes} {
-		if err := a.c.List(ctx, l); err != nil {
+		if err := a.c.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 			return Snapshot{}, err
 		}
 	}

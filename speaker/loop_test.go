@@ -1,6 +1,9 @@
 package speaker
 
 import (
+	"net/netip"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -8,7 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/svcstatus"
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/internal/cachetrim"
+	"github.com/herald-lb/herald/speaker/plan"
 )
 
 // A Node update that only moves the kubelet's heartbeat (the conditions' heartbeat times, the image list) is the
@@ -72,3 +79,66 @@ func TestSameForPlan(t *testing.T) {
 }
 
 func ptrTime(t time.Time) *metav1.Time { m := metav1.NewTime(t); return &m }
+
+// The speaker plans from the cache's own objects, not copies (snapshot lists
+// with UnsafeDisableDeepCopy): everything a sync does with a snapshot must
+// leave it as it was, or it would change the cache under the informers.
+func TestSnapshotReadOnly(t *testing.T) {
+	snap, objs := benchSnapshot()
+	objs.Peers = []v1beta1.BGPPeer{
+		{ObjectMeta: metav1.ObjectMeta{Name: "r1"}, Spec: v1beta1.BGPPeerSpec{MyASN: 64500, PeerASN: 64501, PeerAddress: "192.168.9.1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "r2"}, Spec: v1beta1.BGPPeerSpec{MyASN: 64500, PeerASN: 64500, PeerAddress: "fd00:9::1"}},
+	}
+	objs.BGPAdvertisements = []v1beta1.BGPAdvertisement{
+		{ObjectMeta: metav1.ObjectMeta{Name: "all"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "zone-b"}, Spec: v1beta1.BGPAdvertisementSpec{IPAddressPools: []string{"v4"},
+			NodeSelectors: []v1beta1.LabelSelector{{MatchLabels: map[string]v1beta1.LabelValue{"zone": "b"}}}}},
+	}
+	snap.Config = config.ParseKeepingLastValid(objs).Config
+	for i := range snap.Services {
+		snap.Services[i].Labels = map[string]string{"app": snap.Services[i].Name}
+		snap.Services[i].Annotations = map[string]string{svcstatus.AnnotationPool: "v4"}
+	}
+	before := Snapshot{
+		Services: slices.Clone(snap.Services), Slices: slices.Clone(snap.Slices), Nodes: slices.Clone(snap.Nodes),
+		Alive: slices.Clone(snap.Alive),
+	}
+	for i := range before.Services {
+		before.Services[i] = *snap.Services[i].DeepCopy()
+	}
+	for i := range before.Slices {
+		before.Slices[i] = *snap.Slices[i].DeepCopy()
+	}
+	for i := range before.Nodes {
+		before.Nodes[i] = *snap.Nodes[i].DeepCopy()
+	}
+
+	// What sync and the status writer do with a snapshot.
+	self := snap.Nodes[1].Name
+	_ = PeerAddrs(snap.Nodes, netip.MustParseAddr("192.168.0.2"), 7946)
+	in := BuildInputs(snap)
+	res := plan.Compute(in)
+	want := res.For(self)
+	if len(want.L2) == 0 || len(want.BGP.Routes) == 0 {
+		t.Fatalf("the snapshot plans nothing to check: %d L2, %d routes", len(want.L2), len(want.BGP.Routes))
+	}
+	sessions := map[string]bool{"r1": true, "r2": true}
+	_ = bgpStatusByService(want.BGP.Statuses(sessions))
+	_ = statusByService(res.L2Statuses(self), []string{"eth0"})
+	_ = res.BGPNodeSetsByService()
+	_ = res.Unannounced()
+
+	for _, c := range []struct {
+		kind        string
+		got, before any
+	}{
+		{"Services", snap.Services, before.Services},
+		{"EndpointSlices", snap.Slices, before.Slices},
+		{"Nodes", snap.Nodes, before.Nodes},
+		{"Alive", snap.Alive, before.Alive},
+	} {
+		if !reflect.DeepEqual(c.got, c.before) {
+			t.Errorf("planning changed the snapshot's %s", c.kind)
+		}
+	}
+}
