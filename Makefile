@@ -229,7 +229,7 @@ bench-members-short:
 	$(MAKE) --no-print-directory bench-members MEMBERS_N="10 25" MEMBERS_IDLE=1m MEMBERS_BURN=0 MEMBERS_KILLS=2
 
 ## bench-scale: the real controller and one real speaker (processes, default flags; the speaker in a network
-## namespace with four gobgpd routers) against a real API server holding SCALE_NODES (1000) realistic Nodes and
+## namespace with SCALE_PEERS (4) gobgpd routers) against a real API server holding SCALE_NODES (1000) realistic Nodes and
 ## SCALE_SERVICES (10000) LoadBalancer Services with EndpointSlices; idle, then SCALE_CHURN (5m) of 100 EndpointSlice
 ## updates/s and of 50 Node heartbeats/s, SCALE_MOVES (20) announcement moves timed at a router, a burst of
 ## SCALE_BURST (1000) creates from 16 writers; lines SCALE (docs/benchmarks.md, "Scale"). Root.
@@ -240,12 +240,13 @@ SCALE_SERVICES ?= 10000
 SCALE_CHURN ?= 5m
 SCALE_BURST ?= 1000
 SCALE_MOVES ?= 20
+SCALE_PEERS ?= 4
 SCALE_SPEAKER_GOMEMLIMIT ?=
 SCALE_LOG ?= $${TMPDIR:-/tmp}/herald-bench-scale.log
 bench-scale: kube-bin
 	./e2e/lab/install.sh apt
 	SCALE_NODES=$(SCALE_NODES) SCALE_SERVICES=$(SCALE_SERVICES) SCALE_CHURN=$(SCALE_CHURN) SCALE_BURST=$(SCALE_BURST) \
-	  SCALE_MOVES=$(SCALE_MOVES) SCALE_SPEAKER_GOMEMLIMIT=$(SCALE_SPEAKER_GOMEMLIMIT) $(GO) test -tags scale -count=1 -timeout 120m -run '^TestScale$$' -v ./bench/scale/ \
+	  SCALE_MOVES=$(SCALE_MOVES) SCALE_PEERS=$(SCALE_PEERS) SCALE_SPEAKER_GOMEMLIMIT=$(SCALE_SPEAKER_GOMEMLIMIT) $(GO) test -tags scale -count=1 -timeout 120m -run '^TestScale$$' -v ./bench/scale/ \
 	  > "$(SCALE_LOG)" 2>&1 || { tail -60 "$(SCALE_LOG)"; exit 1; }
 	grep -E '^SCALE' "$(SCALE_LOG)" | cut -f2-
 	sed -n '/^PROFILE/,/^$$/p' "$(SCALE_LOG)"

@@ -2,7 +2,7 @@
 
 // Package scale is the scale bench (make bench-scale; issue 26): a real etcd + kube-apiserver holding a site of
 // SCALE_NODES Nodes and SCALE_SERVICES LoadBalancer Services, the real herald controller and one real herald
-// speaker (as processes, at their default flags), the speaker in a network namespace with four gobgpd routers
+// speaker (as processes, at their default flags), the speaker in a network namespace with SCALE_PEERS (4) gobgpd routers
 // beside it; then churn, a burst of creates and announcement moves. It prints lines "SCALE<TAB>figure<TAB>value".
 package scale
 
@@ -82,8 +82,6 @@ func report(name string, format string, args ...any) {
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
-const routers = 4
-
 func TestScale(t *testing.T) {
 	nodes := envInt(t, "SCALE_NODES", 1000)
 	services := envInt(t, "SCALE_SERVICES", 10000)
@@ -92,10 +90,14 @@ func TestScale(t *testing.T) {
 	sliceRate := envInt(t, "SCALE_SLICE_RATE", 100)
 	nodeRate := envInt(t, "SCALE_NODE_RATE", 50)
 	moves := envInt(t, "SCALE_MOVES", 20)
+	routers := envInt(t, "SCALE_PEERS", 4)
+	if routers > 24 {
+		t.Fatalf("SCALE_PEERS=%d: at most 24 (the lan names its namespaces a to z)", routers)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
 	dir := t.TempDir()
-	report("load", "%d nodes, %d services, churn %s, burst %d", nodes, services, churn, burst)
+	report("load", "%d nodes, %d services, %d BGP peers, churn %s, burst %d", nodes, services, routers, churn, burst)
 
 	bin := filepath.Join(dir, "herald")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/herald").CombinedOutput(); err != nil {
@@ -109,14 +111,14 @@ func TestScale(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The network: node a (the speaker) and four routers on one lan.
+	// The network: node a (the speaker) and SCALE_PEERS (4) routers on one lan.
 	lab := netnstest.New(t, "scale")
 	lan := netnstest.NewLAN(lab, 1+routers)
 	for r := 1; r <= routers; r++ {
 		startGoBGPD(t, dir, lan.Nodes[r], r)
 	}
 
-	// The configuration of a site: two pools per kind and family, L2 on half the nodes, BGP to four routers.
+	// The configuration of a site: two pools per kind and family, L2 on half the nodes, BGP to every router.
 	for _, ns := range []string{"herald-system"} {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -190,6 +192,7 @@ func TestScale(t *testing.T) {
 		waitRoutes(t, ctx, lan.Nodes[r].Name, len(want))
 		report(fmt.Sprintf("speaker: %d routes at router %d", len(want), r), "%.1f s after the speaker started", time.Since(t0).Seconds())
 	}
+	report(fmt.Sprintf("speaker: every route at all %d routers", routers), "%.1f s after the speaker started", time.Since(t0).Seconds())
 
 	// Idle.
 	idle := 30 * time.Second
