@@ -232,7 +232,8 @@ bench-members-short:
 ## namespace with SCALE_PEERS (4) gobgpd routers) against a real API server holding SCALE_NODES (1000) realistic Nodes and
 ## SCALE_SERVICES (10000) LoadBalancer Services with EndpointSlices; idle, then SCALE_CHURN (5m) of 100 EndpointSlice
 ## updates/s and of 50 Node heartbeats/s, SCALE_MOVES (20) announcement moves timed at a router, a burst of
-## SCALE_BURST (1000) creates from 16 writers; lines SCALE (docs/benchmarks.md, "Scale"). Root.
+## SCALE_BURST (1000) creates from 16 writers, a controller restart during a tenth of that; lines SCALE
+## (docs/benchmarks.md, "Scale"). Root.
 ## SCALE_SPEAKER_GOMEMLIMIT (e.g. 230MiB) gives the speaker the soft memory limit a container limit would.
 ## bench-scale-short: a tenth of the sizes (100 nodes, 1,000 Services, 30 s of churn, 100 creates), as CI runs it
 SCALE_NODES ?= 1000

@@ -62,6 +62,55 @@ func start(t *testing.T, dir, name, ns string, args ...string) *proc {
 	return p
 }
 
+// stop ends the process with SIGTERM, as a rollout would, and waits for it (SIGKILL after 30 s).
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// sampleRSS reads the process's RSS every interval until the returned function is called, which returns the
+// largest value seen.
+func (p *proc) sampleRSS(interval time.Duration) func() int64 {
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)); err == nil {
+				for _, line := range strings.Split(string(b), "\n") {
+					if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+						kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+						if kb<<10 > peak.Load() {
+							peak.Store(kb << 10)
+						}
+					}
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		return peak.Load()
+	}
+}
+
 // usage is a process's resident memory and CPU time so far, from /proc.
 type usage struct {
 	rss int64         // bytes

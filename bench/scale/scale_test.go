@@ -159,9 +159,10 @@ func TestScale(t *testing.T) {
 	tls := srv.Config.TLSClientConfig
 	writeKubeconfig(t, kcHost, host, tls.CAFile, tls.CertFile, tls.KeyFile)
 	ctrlMetrics := freePort(t)
-	ctl := start(t, dir, "controller", "", bin, "controller", "--kubeconfig", kcHost, "--namespace", "herald-system",
+	ctlArgs := []string{bin, "controller", "--kubeconfig", kcHost, "--namespace", "herald-system",
 		"--leader-elect=false", "--metrics-secure=false", "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ctrlMetrics),
-		"--health-probe-bind-address", "0")
+		"--health-probe-bind-address", "0"}
+	ctl := start(t, dir, "controller", "", ctlArgs...)
 	t0 = time.Now()
 	createServices(t, ctx, cs, 0, services, nodes, 16)
 	report("setup: services and slices created (16 writers)", "%.1f s", time.Since(t0).Seconds())
@@ -252,6 +253,20 @@ func TestScale(t *testing.T) {
 	ctlAfter := ctl.usage(t)
 	report("controller: RSS after the burst", "%s", mib(ctlAfter.rss))
 	report("controller: CPU during the burst", "%.1f s", (ctlAfter.cpu - ctlBefore.cpu).Seconds())
+
+	// A controller restart with every Service in place: a new process starts while a tenth of the burst is
+	// created (16 writers); its RSS peak while it lists and syncs, and those creates' create -> status.
+	ctl.stop(t)
+	sw = watchAssigned(t, ctx, cs)
+	ctl = start(t, dir, "controller-restarted", "", ctlArgs...)
+	peak := ctl.sampleRSS(200 * time.Millisecond)
+	restartBurst := max(burst/10, 16)
+	created = createServices(t, ctx, cs, services+burst, services+burst+restartBurst, nodes, 16)
+	lat = sw.wait(t, ctx, created)
+	report(fmt.Sprintf("controller restarted: %d creates -> status, p50", restartBurst), "%.0f ms", lat[len(lat)/2].Seconds()*1000)
+	report(fmt.Sprintf("controller restarted: %d creates -> status, p99", restartBurst), "%.0f ms", lat[len(lat)*99/100].Seconds()*1000)
+	report("controller restarted: RSS peak until then", "%s", mib(peak()))
+	report("controller restarted: RSS 10 s later", "%s", mib(func() int64 { time.Sleep(10 * time.Second); return ctl.usage(t).rss }()))
 	report("speaker: RSS at the end", "%s", mib(spk.usage(t).rss))
 }
 
