@@ -27,10 +27,13 @@ func (a *Agent) trigger() {
 
 // watched are the kinds whose every change re-plans. The configuration
 // kinds are watched as unstructured objects (configobjs): one object the
-// typed decoder cannot read must not stop the cache.
+// typed decoder cannot read must not stop the cache. The status objects are
+// not among them: no plan reads them, and the speaker's own writes would
+// re-plan once per object written (thousands at size); a change to a
+// ServiceL2Status makes the status writer check its objects again.
 func (a *Agent) watched() []client.Object {
 	return append([]client.Object{
-		&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{}, &v1beta1.ServiceL2Status{}, &corev1.Secret{},
+		&corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{}, &corev1.Secret{},
 	}, configobjs.Kinds()...)
 }
 
@@ -79,6 +82,23 @@ func (a *Agent) loop(ctx context.Context) error {
 		if _, err := inf.AddEventHandler(h); err != nil {
 			return err
 		}
+	}
+	// Another writer's change to a ServiceL2Status (a speaker taking one
+	// over, a user deleting one) is checked against the newest plan.
+	poke := func(any) { a.statusq.poke() }
+	inf, err := a.mgr.GetCache().GetInformer(ctx, &v1beta1.ServiceL2Status{})
+	if err != nil {
+		return fmt.Errorf("watching ServiceL2Status: %w", err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: poke, DeleteFunc: poke,
+		UpdateFunc: func(oldObj, newObj any) {
+			if !sameForPlan(oldObj, newObj) {
+				a.statusq.poke()
+			}
+		},
+	}); err != nil {
+		return err
 	}
 	if !a.mgr.GetCache().WaitForCacheSync(ctx) {
 		return nil

@@ -45,6 +45,15 @@ func (q *statusQueue) put(j *statusJob) {
 	}
 }
 
+// poke asks the writer to check its objects against the newest plan again
+// (one of them changed under it). It never blocks.
+func (q *statusQueue) poke() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
 // take returns the waiting job, nil when there is none.
 func (q *statusQueue) take() *statusJob {
 	q.mu.Lock()
@@ -60,9 +69,12 @@ func (q *statusQueue) take() *statusJob {
 // for API writes. Those can take minutes: at 10,000 Services a speaker
 // starts by creating thousands of objects at its client's rate limit, and
 // an API server under load answers slowly. A job that fails in part is
-// retried a second later, unless a newer one has replaced it by then.
+// retried a second later, unless a newer one has replaced it by then. A
+// poke without a new job (a status object changed under the writer) checks
+// the last job written again: the objects equal to it cost no write.
+// Pokes and jobs arriving during a pass collapse into one more pass.
 func (a *Agent) writeStatuses(ctx context.Context) error {
-	var cur *statusJob
+	var cur, last *statusJob
 	var retry <-chan time.Time
 	for {
 		select {
@@ -74,6 +86,8 @@ func (a *Agent) writeStatuses(ctx context.Context) error {
 		retry = nil
 		if j := a.statusq.take(); j != nil {
 			cur = j
+		} else if cur == nil {
+			cur = last
 		}
 		if cur == nil {
 			continue
@@ -82,7 +96,7 @@ func (a *Agent) writeStatuses(ctx context.Context) error {
 		err := a.writeStatus(ctx, cur)
 		a.met.statusWrite.Observe(time.Since(start).Seconds())
 		if err == nil {
-			cur = nil
+			last, cur = cur, nil
 			continue
 		}
 		if ctx.Err() != nil {

@@ -12,7 +12,8 @@ import (
 	"github.com/herald-lb/herald/config/v1beta1"
 )
 
-// An announcement never waits for the status objects of earlier plans. The
+// An announcement never waits for the status objects of earlier plans, and
+// writing them re-plans nothing. The
 // speaker's client is held to 2 requests/s, so the ServiceL2Status objects of
 // its first plan (20 Services) take about 10 s to write, as thousands take
 // minutes at a real cluster's size and client rate. A Service added meanwhile
@@ -44,6 +45,7 @@ func TestAnnouncementDoesNotWaitForStatusWrites(t *testing.T) {
 	}
 	e.service("late", false, []string{"192.0.2.40"}, node)
 	e.allOnce(10*time.Second, []string{"192.0.2.40"}, h)
+	plans := h.plans()
 	if n := written(); n >= first {
 		t.Fatalf("the late Service was announced only after %d ServiceL2Status objects were written: the announcement waited for the status writes", n)
 	} else {
@@ -62,4 +64,26 @@ func TestAnnouncementDoesNotWaitForStatusWrites(t *testing.T) {
 		return ""
 	})
 	t.Logf("the rest written in %v", time.Since(start).Round(time.Millisecond))
+	// The speaker's own writes are no input of a plan: once the late
+	// Service is announced, nothing re-plans (before, each object written
+	// re-planned the whole state: 20 plans here, thousands at size).
+	if p := h.plans(); p != plans {
+		t.Errorf("%v plans while the status objects were written, want none", p-plans)
+	}
+
+	// A ServiceL2Status deleted by someone else is written again, by the
+	// status writer alone.
+	st, _ := e.statusNode("web1")
+	if err := e.c.Delete(e.ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(30*time.Second, "the deleted ServiceL2Status written again", func() string {
+		if again, ok := e.statusNode("web1"); !ok || again.UID == st.UID {
+			return "not yet"
+		}
+		return ""
+	})
+	if p := h.plans(); p != plans {
+		t.Errorf("%v plans for a deleted status object, want none", p-plans)
+	}
 }
