@@ -157,6 +157,8 @@ func cacheCorpus() ([]corev1.Service, []discoveryv1.EndpointSlice, []corev1.Node
 							conds := []discoveryv1.EndpointConditions{
 								{}, {Ready: ptr.To(true)}, {Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)},
 								{Ready: ptr.To(false), Serving: ptr.To(false)}, {Ready: ptr.To(false)},
+								// Ready but not serving: the trimmed slice drops the flag.
+								{Ready: ptr.To(true), Serving: ptr.To(false)}, {Serving: ptr.To(false)},
 							}
 							for e := range i % 4 {
 								ep := discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.244.%d.%d", e, i%250)}, Conditions: conds[(i+e)%len(conds)],

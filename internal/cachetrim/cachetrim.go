@@ -135,8 +135,9 @@ func ControllerService(obj any) (any, error) {
 // Local): the identity (metadata as SpeakerService keeps it), the
 // kubernetes.io/service-name label (the Service it belongs to; the
 // controller's cache selects on it), the address type and, of each endpoint
-// with a node name, the node name and the ready and serving conditions.
-// Endpoints without a node name, which the rule ignores, are dropped.
+// with a node name, the node name and the ready and serving conditions (the
+// serving one only when the endpoint is not ready). Endpoints without a node
+// name, which the rule ignores, are dropped.
 func EndpointSlice(obj any) (any, error) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
@@ -159,8 +160,15 @@ func EndpointSlice(obj any) (any, error) {
 			if ep.NodeName == nil || *ep.NodeName == "" {
 				continue
 			}
-			out.Endpoints = append(out.Endpoints, discoveryv1.Endpoint{NodeName: ep.NodeName,
-				Conditions: discoveryv1.EndpointConditions{Ready: ep.Conditions.Ready, Serving: ep.Conditions.Serving}})
+			cond := discoveryv1.EndpointConditions{Ready: ep.Conditions.Ready, Serving: ep.Conditions.Serving}
+			if cond.Ready == nil || *cond.Ready {
+				// The rule reads the serving nodes only when no endpoint of
+				// the Service is ready, so a ready endpoint's serving flag
+				// cannot change its result: dropped, its flaps are no
+				// change for the planner.
+				cond.Serving = nil
+			}
+			out.Endpoints = append(out.Endpoints, discoveryv1.Endpoint{NodeName: ep.NodeName, Conditions: cond})
 		}
 	}
 	return out, nil

@@ -280,7 +280,8 @@ func TestEndpointSlice(t *testing.T) {
 		}(),
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints: []discoveryv1.Endpoint{
-			{NodeName: ptr.To("n1"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true)}},
+			// Ready: its serving flag cannot change the rule's result.
+			{NodeName: ptr.To("n1"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
 			{NodeName: ptr.To("n2"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true)}},
 			{NodeName: ptr.To("n3")},
 		},
