@@ -8,8 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/svcstatus"
@@ -54,11 +56,28 @@ func TestSameForPlan(t *testing.T) {
 		u.SetResourceVersion(rv)
 		return u
 	}
+	slice := func(rv string, gen int64, ready, serving bool, addr string) any {
+		sl := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: "web-x", Namespace: "a", ResourceVersion: rv, Generation: gen,
+				Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{addr}, NodeName: ptr.To("n1"),
+				Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving}}},
+		}
+		out, err := cachetrim.EndpointSlice(sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		name     string
 		old, new any
 		same     bool
 	}{
+		{"a ready endpoint stops serving (the slice's generation moves)", slice("1", 1, true, true, "10.0.0.1"), slice("2", 2, true, false, "10.0.0.1"), true},
+		{"an endpoint's address", slice("1", 1, true, true, "10.0.0.1"), slice("2", 2, true, true, "10.0.0.2"), true},
+		{"an endpoint no longer ready", slice("1", 1, true, true, "10.0.0.1"), slice("2", 2, false, true, "10.0.0.1"), false},
+		{"a terminating endpoint stops serving", slice("1", 1, false, true, "10.0.0.1"), slice("2", 2, false, false, "10.0.0.1"), false},
 		{"a resync: same resourceVersion", node("1"), node("1"), true},
 		{"a heartbeat", node("1"), node("2", heartbeat), true},
 		{"a label", node("1"), node("2", heartbeat, func(n *corev1.Node) { n.Labels["zone"] = "b" }), false},

@@ -132,7 +132,8 @@ func ControllerService(obj any) (any, error) {
 
 // EndpointSlice keeps what the rule of config/endpoints reads, for the
 // speaker (Local Services) and the controller (node-address Services with
-// Local): the identity (metadata as SpeakerService keeps it), the
+// Local): the identity (metadata as SpeakerService keeps it, without the
+// generation), the
 // kubernetes.io/service-name label (the Service it belongs to; the
 // controller's cache selects on it), the address type and, of each endpoint
 // with a node name, the node name and the ready and serving conditions (the
@@ -144,6 +145,10 @@ func EndpointSlice(obj any) (any, error) {
 		return obj, nil
 	}
 	out := &discoveryv1.EndpointSlice{TypeMeta: s.TypeMeta, ObjectMeta: identity(&s.ObjectMeta), AddressType: s.AddressType}
+	// Every change of an endpoint bumps the slice's generation, which
+	// nothing reads: kept, it would make every such change, even of what
+	// is trimmed away, a change for the planner.
+	out.Generation = 0
 	if name, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
 		out.Labels = map[string]string{discoveryv1.LabelServiceName: name}
 	}

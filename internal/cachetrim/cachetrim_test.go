@@ -276,6 +276,7 @@ func TestEndpointSlice(t *testing.T) {
 		ObjectMeta: func() metav1.ObjectMeta {
 			m := identityOf("shop", "web-abcde")
 			m.Labels = map[string]string{discoveryv1.LabelServiceName: "web"}
+			m.Generation = 0 // bumped by every endpoint change; nothing reads it
 			return m
 		}(),
 		AddressType: discoveryv1.AddressTypeIPv4,
