@@ -53,10 +53,12 @@ func start(t *testing.T, dir, name, ns string, args ...string) *proc {
 		f.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
+			kept := filepath.Join(os.TempDir(), "herald-scale-"+name+".log")
+			_ = os.WriteFile(kept, b, 0o644)
 			if len(b) > 4000 {
 				b = b[len(b)-4000:]
 			}
-			t.Logf("%s log (end):\n%s", name, b)
+			t.Logf("%s log (end; all of it in %s):\n%s", name, kept, b)
 		}
 	})
 	return p
@@ -143,6 +145,13 @@ func (p *proc) usage(t *testing.T) usage {
 	st, _ := strconv.ParseInt(fs[12], 10, 64)
 	u.cpu = time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
 	return u
+}
+
+// stacks has a Go process write its goroutines' stacks to its log (SIGQUIT ends it), for a process that stopped
+// answering.
+func (p *proc) stacks() {
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	time.Sleep(2 * time.Second)
 }
 
 // metric reads one sample's value (the first series of name whose labels contain match) from a Prometheus text

@@ -187,7 +187,17 @@ func TestScale(t *testing.T) {
 		"--namespace", "herald-system", "--memberlist-bind-address", speakerIP, "--metrics-secure=false",
 		"--metrics-bind-address", "127.0.0.1:7572", "--health-probe-bind-address", "0", "--pprof-bind-address", "127.0.0.1:6060")...)
 	speakerMetrics := func(name, match string) float64 {
-		return metric(t, lan.Nodes[0].Name, "http://127.0.0.1:7572/metrics", name, match)
+		t.Helper()
+		// A speaker that does not answer its scrape leaves its goroutines' stacks in its log.
+		ok := false
+		defer func() {
+			if !ok {
+				spk.stacks()
+			}
+		}()
+		v := metric(t, lan.Nodes[0].Name, "http://127.0.0.1:7572/metrics", name, match)
+		ok = true
+		return v
 	}
 	for r := 1; r <= routers; r++ {
 		waitRoutes(t, ctx, lan.Nodes[r].Name, len(want))
