@@ -268,6 +268,9 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 		pending:    map[types.NamespacedName]waiting{},
 		knownPools: map[string]bool{},
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Service{}, indexNodePool, nodePoolIndex); err != nil {
+		return nil, fmt.Errorf("indexing services by node-address pool: %w", err)
+	}
 	// The controller's own status writes on configuration objects (conditions,
 	// pool counters) must not trigger a reload: only spec (generation) and
 	// label changes (pool selectors) do.

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/controller/svclb"
 )
 
@@ -54,4 +56,24 @@ func sameType(a, b client.Object) bool {
 		return ok
 	}
 	return false
+}
+
+// Only the Services placed in a node-address pool are indexed: a Node event
+// lists those alone, not the whole cache.
+func TestNodePoolIndex(t *testing.T) {
+	placed := &corev1.Service{}
+	placed.Annotations = map[string]string{svcstatus.AnnotationPool: "nodes"}
+	for _, tc := range []struct {
+		name string
+		obj  client.Object
+		want []string
+	}{
+		{"placed in a node-address pool", placed, []string{"true"}},
+		{"any other Service", &corev1.Service{}, nil},
+		{"not a Service", &corev1.Node{}, nil},
+	} {
+		if got := nodePoolIndex(tc.obj); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
