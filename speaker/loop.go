@@ -37,6 +37,20 @@ func (a *Agent) watched() []client.Object {
 	}, configobjs.Kinds()...)
 }
 
+// onChange calls changed for every add and delete, and for every update
+// that changed more than the resourceVersion (sameForPlan).
+func onChange(changed func()) toolscache.ResourceEventHandlerFuncs {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { changed() },
+		UpdateFunc: func(oldObj, newObj any) {
+			if !sameForPlan(oldObj, newObj) {
+				changed()
+			}
+		},
+		DeleteFunc: func(any) { changed() },
+	}
+}
+
 // sameForPlan reports whether an update changed nothing but the object's
 // resourceVersion. The caches keep only what the planner reads
 // (internal/cachetrim), so such an update (a Node's status heartbeat, an
@@ -65,39 +79,22 @@ func sameForPlan(oldObj, newObj any) bool {
 // memberlist) re-plans from the whole cached state. Changes arriving during
 // a plan are coalesced into one more plan.
 func (a *Agent) loop(ctx context.Context) error {
-	h := toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { a.trigger() },
-		UpdateFunc: func(oldObj, newObj any) {
-			if !sameForPlan(oldObj, newObj) {
-				a.trigger()
-			}
-		},
-		DeleteFunc: func(any) { a.trigger() },
-	}
-	for _, obj := range a.watched() {
+	watch := func(obj client.Object, changed func()) error {
 		inf, err := a.mgr.GetCache().GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("watching %T: %w", obj, err)
 		}
-		if _, err := inf.AddEventHandler(h); err != nil {
+		_, err = inf.AddEventHandler(onChange(changed))
+		return err
+	}
+	for _, obj := range a.watched() {
+		if err := watch(obj, a.trigger); err != nil {
 			return err
 		}
 	}
 	// Another writer's change to a ServiceL2Status (a speaker taking one
 	// over, a user deleting one) is checked against the newest plan.
-	poke := func(any) { a.statusq.poke() }
-	inf, err := a.mgr.GetCache().GetInformer(ctx, &v1beta1.ServiceL2Status{})
-	if err != nil {
-		return fmt.Errorf("watching ServiceL2Status: %w", err)
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: poke, DeleteFunc: poke,
-		UpdateFunc: func(oldObj, newObj any) {
-			if !sameForPlan(oldObj, newObj) {
-				a.statusq.poke()
-			}
-		},
-	}); err != nil {
+	if err := watch(&v1beta1.ServiceL2Status{}, a.statusq.poke); err != nil {
 		return err
 	}
 	if !a.mgr.GetCache().WaitForCacheSync(ctx) {

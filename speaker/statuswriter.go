@@ -39,10 +39,7 @@ func (q *statusQueue) put(j *statusJob) {
 	q.mu.Lock()
 	q.next = j
 	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
+	q.poke()
 }
 
 // poke asks the writer to check its objects against the newest plan again

@@ -336,7 +336,6 @@ func (s *State) want() map[string]map[netip.Addr]struct{} {
 		return s.wantCache
 	}
 	want := map[string]map[netip.Addr]struct{}{}
-	defer func() { s.wantCache = want }()
 	for a, names := range s.desired {
 		for _, n := range names {
 			if want[n] == nil {
@@ -345,6 +344,7 @@ func (s *State) want() map[string]map[netip.Addr]struct{} {
 			want[n][a] = struct{}{}
 		}
 	}
+	s.wantCache = want
 	return want
 }
 
