@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -254,11 +255,12 @@ func createNodes(t *testing.T, ctx context.Context, cs kubernetes.Interface, n i
 }
 
 // createServices creates services [from, to) with their slices from writers concurrent writers and returns
-// when each create returned.
-func createServices(t *testing.T, ctx context.Context, cs kubernetes.Interface, from, to, nodes, writers int) map[string]time.Time {
+// when each create was sent, and how long the Service creates took, sorted.
+func createServices(t *testing.T, ctx context.Context, cs kubernetes.Interface, from, to, nodes, writers int) (map[string]time.Time, []time.Duration) {
 	t.Helper()
 	var mu sync.Mutex
 	created := map[string]time.Time{}
+	var calls []time.Duration
 	err := parallel(ctx, to-from, writers, func(ctx context.Context, k int) error {
 		i := from + k
 		svc := service(i)
@@ -271,6 +273,7 @@ func createServices(t *testing.T, ctx context.Context, cs kubernetes.Interface, 
 		}
 		mu.Lock()
 		created[svc.Namespace+"/"+svc.Name] = t0
+		calls = append(calls, time.Since(t0))
 		mu.Unlock()
 		return retry(ctx, func(ctx context.Context) error {
 			_, err := cs.DiscoveryV1().EndpointSlices(svc.Namespace).Create(ctx, slice(i, endpointNodes(i, nodes)...), metav1.CreateOptions{})
@@ -280,7 +283,8 @@ func createServices(t *testing.T, ctx context.Context, cs kubernetes.Interface, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return created
+	slices.Sort(calls)
+	return created, calls
 }
 
 // bgpAddrs are the BGP-pool addresses node 0 advertises: every address of a BGP Service with policy Cluster, and of

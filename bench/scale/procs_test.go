@@ -121,30 +121,37 @@ type usage struct {
 
 func (p *proc) usage(t *testing.T) usage {
 	t.Helper()
-	pid := p.cmd.Process.Pid
-	var u usage
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	u, err := pidUsage(p.cmd.Process.Pid)
 	if err != nil {
 		t.Fatalf("%s exited (log %s): %v", p.name, p.log, err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
+	return u
+}
+
+// pidUsage reads a process's RSS and CPU time from /proc.
+func pidUsage(pid int) (usage, error) {
+	var u usage
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, err
+	}
+	s := bufio.NewScanner(strings.NewReader(string(b)))
 	for s.Scan() {
 		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
 			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
 			u.rss = kb << 10
 		}
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		t.Fatal(err)
+		return u, err
 	}
 	// Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
 	fs := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
 	ut, _ := strconv.ParseInt(fs[11], 10, 64)
 	st, _ := strconv.ParseInt(fs[12], 10, 64)
 	u.cpu = time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
-	return u
+	return u, nil
 }
 
 // stacks has a Go process write its goroutines' stacks to its log (SIGQUIT ends it), for a process that stopped

@@ -158,13 +158,15 @@ func TestScale(t *testing.T) {
 	kcHost := filepath.Join(dir, "host.kubeconfig")
 	tls := srv.Config.TLSClientConfig
 	writeKubeconfig(t, kcHost, host, tls.CAFile, tls.CertFile, tls.KeyFile)
-	ctrlMetrics := freePort(t)
+	ctlMetrics, ctlPprof := freePort(t), freePort(t)
+	ctlMetricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", ctlMetrics)
+	ctlPprofURL := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", ctlPprof)
 	ctlArgs := []string{bin, "controller", "--kubeconfig", kcHost, "--namespace", "herald-system",
-		"--leader-elect=false", "--metrics-secure=false", "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ctrlMetrics),
-		"--health-probe-bind-address", "0"}
+		"--leader-elect=false", "--metrics-secure=false", "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ctlMetrics),
+		"--health-probe-bind-address", "0", "--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ctlPprof)}
 	ctl := start(t, dir, "controller", "", ctlArgs...)
 	t0 = time.Now()
-	createServices(t, ctx, cs, 0, services, nodes, 16)
+	_, _ = createServices(t, ctx, cs, 0, services, nodes, 16)
 	report("setup: services and slices created (16 writers)", "%.1f s", time.Since(t0).Seconds())
 	all := waitAssigned(t, ctx, cs, services)
 	report("setup: every service has its address", "%.1f s after the first create", time.Since(t0).Seconds())
@@ -253,31 +255,137 @@ func TestScale(t *testing.T) {
 	// router (gobgp monitor there), then the endpoint goes again.
 	moveAnnouncements(t, ctx, cs, lan.Nodes[1].Name, all, nodes, moves)
 
-	// A burst of creates from 16 writers, with every existing Service in place.
-	ctlBefore := ctl.usage(t)
+	// A burst of creates from 16 writers, with every existing Service in place. Where the time goes: the create
+	// calls (the API server), the controller's work queue and reconciles (its metrics), and the CPU of each process
+	// (a CPU profile of the controller for the first 10 s).
+	ctlBefore, spkBefore, srvBefore, qBefore := ctl.usage(t), spk.usage(t), serverUsage(t), queueFigures(t, ctlMetricsURL)
 	sw := watchAssigned(t, ctx, cs)
-	created := createServices(t, ctx, cs, services, services+burst, nodes, 16)
+	cpuProfile := fetchLater(ctlPprofURL+"profile?seconds=10", "controller-burst-cpu")
+	t0 = time.Now()
+	created, calls := createServices(t, ctx, cs, services, services+burst, nodes, 16)
+	report(fmt.Sprintf("burst: %d creates (Service and EndpointSlice) from 16 writers took", burst), "%.1f s", time.Since(t0).Seconds())
+	report("burst: Service create call, p50 / p99", "%s / %s", msOf(calls[len(calls)/2]), msOf(calls[len(calls)*99/100]))
 	lat := sw.wait(t, ctx, created)
 	report(fmt.Sprintf("controller: burst of %d creates -> status, p50", burst), "%.0f ms", lat[len(lat)/2].Seconds()*1000)
 	report(fmt.Sprintf("controller: burst of %d creates -> status, p99", burst), "%.0f ms", lat[len(lat)*99/100].Seconds()*1000)
-	ctlAfter := ctl.usage(t)
+	ctlAfter, srvAfter, qAfter := ctl.usage(t), serverUsage(t), queueFigures(t, ctlMetricsURL)
 	report("controller: RSS after the burst", "%s", mib(ctlAfter.rss))
 	report("controller: CPU during the burst", "%.1f s", (ctlAfter.cpu - ctlBefore.cpu).Seconds())
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		report(name+": CPU during the burst", "%.1f s", (srvAfter[name].cpu - srvBefore[name].cpu).Seconds())
+	}
+	report("speaker: CPU during the burst", "%.1f s", (spk.usage(t).cpu - spkBefore.cpu).Seconds())
+	qAfter.report("controller: during the burst", qBefore)
+	printProfile(t, cpuProfile(), "", 25)
 
 	// A controller restart with every Service in place: a new process starts while a tenth of the burst is
-	// created (16 writers); its RSS peak while it lists and syncs, and those creates' create -> status.
+	// created (16 writers); its RSS peak while it lists and syncs, and those creates' create -> status. Its heap
+	// 10 s later: what it holds (inuse) and what its start allocated (alloc).
 	ctl.stop(t)
 	sw = watchAssigned(t, ctx, cs)
 	ctl = start(t, dir, "controller-restarted", "", ctlArgs...)
 	peak := ctl.sampleRSS(200 * time.Millisecond)
 	restartBurst := max(burst/10, 16)
-	created = createServices(t, ctx, cs, services+burst, services+burst+restartBurst, nodes, 16)
+	created, _ = createServices(t, ctx, cs, services+burst, services+burst+restartBurst, nodes, 16)
 	lat = sw.wait(t, ctx, created)
 	report(fmt.Sprintf("controller restarted: %d creates -> status, p50", restartBurst), "%.0f ms", lat[len(lat)/2].Seconds()*1000)
 	report(fmt.Sprintf("controller restarted: %d creates -> status, p99", restartBurst), "%.0f ms", lat[len(lat)*99/100].Seconds()*1000)
 	report("controller restarted: RSS peak until then", "%s", mib(peak()))
 	report("controller restarted: RSS 10 s later", "%s", mib(func() int64 { time.Sleep(10 * time.Second); return ctl.usage(t).rss }()))
+	report("controller restarted: Go heap in use 10 s later", "%s", mib(int64(metric(t, "", ctlMetricsURL, "go_memstats_heap_inuse_bytes", ""))))
+	heap := fetchLater(ctlPprofURL+"heap", "controller-restarted-heap")()
+	printProfile(t, heap, "inuse_space", 15)
+	printProfile(t, heap, "alloc_space", 15)
 	report("speaker: RSS at the end", "%s", mib(spk.usage(t).rss))
+}
+
+func msOf(d time.Duration) string { return fmt.Sprintf("%.0f ms", d.Seconds()*1000) }
+
+// serverUsage is what etcd and kube-apiserver have spent so far.
+func serverUsage(t *testing.T) map[string]usage {
+	t.Helper()
+	out := map[string]usage{}
+	for name, pid := range srv.PIDs() {
+		u, err := pidUsage(pid)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		out[name] = u
+	}
+	return out
+}
+
+// queue are the controller's work-queue and reconcile counters (controller-runtime's metrics of the Service
+// controller).
+type queue struct{ waitSum, waitN, recSum, recN, syncSum, syncN float64 }
+
+func queueFigures(t *testing.T, url string) queue {
+	t.Helper()
+	m := func(name, match string) float64 { return metric(t, "", url, name, match) }
+	return queue{
+		waitSum: m("workqueue_queue_duration_seconds_sum", `name="service"`),
+		waitN:   m("workqueue_queue_duration_seconds_count", `name="service"`),
+		recSum:  m("controller_runtime_reconcile_time_seconds_sum", `controller="service"`),
+		recN:    m("controller_runtime_reconcile_time_seconds_count", `controller="service"`),
+		syncSum: m("herald_controller_sync_duration_seconds_sum", ""),
+		syncN:   m("herald_controller_sync_duration_seconds_count", ""),
+	}
+}
+
+func (q queue) report(prefix string, before queue) {
+	mean := func(sum, n float64) string {
+		if n <= 0 {
+			return "none"
+		}
+		return fmt.Sprintf("%.1f ms over %.0f", 1000*sum/n, n)
+	}
+	report(prefix+": mean wait in the work queue", "%s", mean(q.waitSum-before.waitSum, q.waitN-before.waitN))
+	report(prefix+": mean reconcile", "%s", mean(q.recSum-before.recSum, q.recN-before.recN))
+	report(prefix+": mean sync (plan and write)", "%s", mean(q.syncSum-before.syncSum, q.syncN-before.syncN))
+}
+
+// fetchLater starts fetching url (a profile) into the profile directory now and returns a function that waits for
+// it and returns the file's path.
+func fetchLater(url, name string) func() string {
+	d := os.Getenv("SCALE_PROFILE_DIR")
+	if d == "" {
+		d = os.TempDir()
+	}
+	path := filepath.Join(d, "herald-scale-"+name+".pprof")
+	done := make(chan error, 1)
+	go func() {
+		out, err := exec.Command("curl", "-sf", "--max-time", "60", "-o", path, url).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%s: %v: %s", url, err, out)
+		}
+		done <- err
+	}()
+	return func() string {
+		if err := <-done; err != nil {
+			return "error: " + err.Error()
+		}
+		return path
+	}
+}
+
+// printProfile prints a profile's top entries (sample index idx, "" for the profile's default), cumulative for a
+// CPU profile.
+func printProfile(t *testing.T, path, idx string, n int) {
+	t.Helper()
+	if strings.HasPrefix(path, "error: ") {
+		t.Fatalf("profile: %s", path)
+	}
+	args := []string{"tool", "pprof", "-top", fmt.Sprintf("-nodecount=%d", n)}
+	if idx != "" {
+		args = append(args, "-sample_index="+idx)
+	} else {
+		args = append(args, "-cum")
+	}
+	top, err := exec.Command("go", append(args, path)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pprof: %v: %s", err, top)
+	}
+	fmt.Printf("PROFILE %s %s:\n%s\n", filepath.Base(path), idx, top)
 }
 
 // heapProfile saves a heap profile (in SCALE_PROFILE_DIR, default the temp dir) and prints its top in-use entries.
@@ -297,6 +405,16 @@ func heapProfile(t *testing.T, ns, url, name string) {
 		t.Fatalf("pprof: %v: %s", err, top)
 	}
 	fmt.Printf("PROFILE %s (%s):\n%s\n", name, path, top)
+	// GoBGP's share (its RIBs, paths and sessions), from the same profile.
+	bgp, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=100000", "-sample_index=inuse_space", "-focus=osrg/gobgp", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pprof: %v: %s", err, bgp)
+	}
+	for _, line := range strings.Split(string(bgp), "\n") {
+		if strings.HasPrefix(line, "Showing nodes accounting for") {
+			report(name+": heap in use under GoBGP's code", "%s", strings.TrimPrefix(line, "Showing nodes accounting for "))
+		}
+	}
 }
 
 func freePort(t *testing.T) int {

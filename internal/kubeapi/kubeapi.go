@@ -42,6 +42,17 @@ import (
 // KubeVersion is the Kubernetes release the lab builds.
 const KubeVersion = "v1.37.2"
 
+// HelmVersion is the helm the lab builds (e2e/lab/lib/common.sh HELM_VERSION).
+const HelmVersion = "v3.22.0"
+
+// HelmPath is $HERALD_HELM, or the lab's cached helm (e2e/lab/install.sh helm builds it).
+func HelmPath() string {
+	if p := os.Getenv("HERALD_HELM"); p != "" {
+		return p
+	}
+	return filepath.Join(CacheDir(), "helm-"+HelmVersion, "bin", "helm")
+}
+
 // BinDir is where kube-apiserver and etcd are looked for.
 func BinDir() string {
 	if d := os.Getenv("HERALD_KUBE_BIN"); d != "" {
@@ -149,6 +160,16 @@ func (s *Server) spawn(path, name string, args ...string) error {
 	}
 	s.procs = append(s.procs, cmd)
 	return nil
+}
+
+// PIDs are the process IDs of the server's processes (etcd, kube-apiserver), for a benchmark that measures what
+// they spend.
+func (s *Server) PIDs() map[string]int {
+	out := map[string]int{}
+	for _, p := range s.procs {
+		out[filepath.Base(p.Path)] = p.Process.Pid
+	}
+	return out
 }
 
 // Stop stops the processes (newest first) and waits for them.
