@@ -92,6 +92,11 @@ type Reconciler struct {
 	queueMu sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 
+	// startMu lets one worker at a time run the start (a live list of
+	// every Service); startWaiting counts the workers waiting for it.
+	startMu      sync.Mutex
+	startWaiting atomic.Int32
+
 	mu      sync.Mutex
 	alloc   *ipam.Allocator
 	cfg     *config.Config
@@ -209,11 +214,19 @@ func (r *Reconciler) enqueue(keys ...types.NamespacedName) {
 // leader with a lagging cache still sees every status the old leader wrote.
 // Then every Service is planned, oldest first, and the keys are enqueued: the
 // Services' own workers write.
+//
+// One worker starts; the others wait for it and do not list: every worker
+// takes its first item at once, and sixteen live lists of 10,000 Services
+// side by side took a restarted controller to 1.4 GB (make bench-scale).
 func (r *Reconciler) ensureStarted(ctx context.Context) error {
-	r.mu.Lock()
-	started := r.started
-	r.mu.Unlock()
-	if started {
+	if r.isStarted() {
+		return nil
+	}
+	r.startWaiting.Add(1)
+	r.startMu.Lock()
+	r.startWaiting.Add(-1)
+	defer r.startMu.Unlock()
+	if r.isStarted() { // another worker started while this one waited
 		return nil
 	}
 	var live corev1.ServiceList
@@ -227,10 +240,6 @@ func (r *Reconciler) ensureStarted(ctx context.Context) error {
 	svcs := byAge(live.Items)
 
 	r.mu.Lock()
-	if r.started { // another worker got here first
-		r.mu.Unlock()
-		return nil
-	}
 	report, _ := r.loadConfig(objs)
 	if held := holdingAddresses(svcs, r.onlyClass); len(r.cfg.Pools) == 0 && held > 0 {
 		// A controller that has never had a pool (installed before its
@@ -271,6 +280,12 @@ func (r *Reconciler) ensureStarted(ctx context.Context) error {
 	r.enqueue(keys...)
 	r.enqueueGC()
 	return nil
+}
+
+func (r *Reconciler) isStarted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started
 }
 
 // enqueueGC asks for a sweep of orphaned svclb DaemonSets.
