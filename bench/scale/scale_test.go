@@ -253,14 +253,17 @@ func TestScale(t *testing.T) {
 
 	// Announcement moves: a Local BGP Service gets a ready endpoint on node 0; the time until its route is at a
 	// router (gobgp monitor there), then the endpoint goes again.
+	// A CPU profile of the speaker over the first 10 s of the moves: what a move costs it.
+	moveProfile := fetchLater(lan.Nodes[0].Name, "http://127.0.0.1:6060/debug/pprof/profile?seconds=10", "speaker-moves-cpu")
 	moveAnnouncements(t, ctx, cs, lan.Nodes[1].Name, all, nodes, moves)
+	printProfile(t, moveProfile(), "", 30)
 
 	// A burst of creates from 16 writers, with every existing Service in place. Where the time goes: the create
 	// calls (the API server), the controller's work queue and reconciles (its metrics), and the CPU of each process
 	// (a CPU profile of the controller for the first 10 s).
 	ctlBefore, spkBefore, srvBefore, qBefore := ctl.usage(t), spk.usage(t), serverUsage(t), queueFigures(t, ctlMetricsURL)
 	sw := watchAssigned(t, ctx, cs)
-	cpuProfile := fetchLater(ctlPprofURL+"profile?seconds=10", "controller-burst-cpu")
+	cpuProfile := fetchLater("", ctlPprofURL+"profile?seconds=10", "controller-burst-cpu")
 	t0 = time.Now()
 	created, calls := createServices(t, ctx, cs, services, services+burst, nodes, 16)
 	report(fmt.Sprintf("burst: %d creates (Service and EndpointSlice) from 16 writers took", burst), "%.1f s", time.Since(t0).Seconds())
@@ -293,7 +296,7 @@ func TestScale(t *testing.T) {
 	report("controller restarted: RSS peak until then", "%s", mib(peak()))
 	report("controller restarted: RSS 10 s later", "%s", mib(func() int64 { time.Sleep(10 * time.Second); return ctl.usage(t).rss }()))
 	report("controller restarted: Go heap in use 10 s later", "%s", mib(int64(metric(t, "", ctlMetricsURL, "go_memstats_heap_inuse_bytes", ""))))
-	heap := fetchLater(ctlPprofURL+"heap", "controller-restarted-heap")()
+	heap := fetchLater("", ctlPprofURL+"heap", "controller-restarted-heap")()
 	printProfile(t, heap, "inuse_space", 15)
 	printProfile(t, heap, "alloc_space", 15)
 	report("speaker: RSS at the end", "%s", mib(spk.usage(t).rss))
@@ -344,9 +347,9 @@ func (q queue) report(prefix string, before queue) {
 	report(prefix+": mean sync (plan and write)", "%s", mean(q.syncSum-before.syncSum, q.syncN-before.syncN))
 }
 
-// fetchLater starts fetching url (a profile) into the profile directory now and returns a function that waits for
-// it and returns the file's path.
-func fetchLater(url, name string) func() string {
+// fetchLater starts fetching url (a profile; from inside network namespace ns unless "") into the profile directory
+// now and returns a function that waits for it and returns the file's path.
+func fetchLater(ns, url, name string) func() string {
 	d := os.Getenv("SCALE_PROFILE_DIR")
 	if d == "" {
 		d = os.TempDir()
@@ -354,7 +357,11 @@ func fetchLater(url, name string) func() string {
 	path := filepath.Join(d, "herald-scale-"+name+".pprof")
 	done := make(chan error, 1)
 	go func() {
-		out, err := exec.Command("curl", "-sf", "--max-time", "60", "-o", path, url).CombinedOutput()
+		args := []string{"curl", "-sf", "--max-time", "60", "-o", path, url}
+		if ns != "" {
+			args = append([]string{"nsenter", "--net=/var/run/netns/" + ns, "--"}, args...)
+		}
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 		if err != nil {
 			err = fmt.Errorf("%s: %v: %s", url, err, out)
 		}
