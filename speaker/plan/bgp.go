@@ -1365,6 +1365,16 @@ func (r Result) BGPNodes(addr netip.Addr) []string {
 	return r.bgp.names(r.bgp.addrs[i].by, nil)
 }
 
+// bgpAdvertised reports whether any node advertises addr over BGP: what
+// BGPNodes would say, without listing the nodes.
+func (r Result) bgpAdvertised(addr netip.Addr) bool {
+	if r.bgp == nil {
+		return false
+	}
+	i, ok := slices.BinarySearchFunc(r.bgp.addrs, addr, func(a bgpAddr, x netip.Addr) int { return a.addr.Compare(x) })
+	return ok && !r.bgp.addrs[i].by.empty()
+}
+
 // BGPNodesByService maps the key of every Service advertised over BGP to
 // the nodes that advertise at least one of its addresses, sorted. Services
 // that no node advertises are absent.

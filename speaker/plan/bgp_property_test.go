@@ -331,7 +331,7 @@ func allNames(in Inputs) []string {
 // reference on random inputs.
 func TestBGPMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	routes, merged, issues, apart := 0, 0, 0, 0
+	routes, merged, issues, apart, advertised := 0, 0, 0, 0, 0
 	for i := range rounds * 5 {
 		in := gen(r)
 		addBGP(r, &in)
@@ -346,6 +346,18 @@ func TestBGPMatchesReference(t *testing.T) {
 			t.Fatalf("round %d: skipped out of order", i)
 		}
 		issues += len(res.BGPIssues)
+		// bgpAdvertised (Unannounced's test) agrees with the node lists.
+		for _, svc := range in.Services {
+			for _, a := range svc.Addrs {
+				want := len(res.BGPNodes(a)) > 0
+				if got := res.bgpAdvertised(a); got != want {
+					t.Fatalf("round %d: %s advertised %v, but BGPNodes lists %v", i, a, got, res.BGPNodes(a))
+				}
+				if want {
+					advertised++
+				}
+			}
+		}
 		for _, n := range allNames(in) {
 			got, want := res.For(n).BGP, referenceBGP(in, n)
 			if !slices.Equal(got.Sessions, want.Sessions) {
@@ -362,9 +374,9 @@ func TestBGPMatchesReference(t *testing.T) {
 			}
 		}
 	}
-	if routes < 1000 || merged < 100 || issues < 100 || apart < 20 {
-		t.Errorf("the random inputs are too tame: %d routes, %d with several Services, %d issues, %d plans with Services apart",
-			routes, merged, issues, apart)
+	if routes < 1000 || merged < 100 || issues < 100 || apart < 20 || advertised < 100 {
+		t.Errorf("the random inputs are too tame: %d routes, %d with several Services, %d issues, %d plans with Services apart, %d addresses advertised",
+			routes, merged, issues, apart, advertised)
 	}
 }
 

@@ -32,7 +32,10 @@ type Unannounced struct {
 func (r Result) Unannounced() []Unannounced {
 	var out []Unannounced
 	for _, s := range r.L2Skipped {
-		if s.Reason == NotInPool || len(r.BGPNodes(s.Addr)) > 0 {
+		// Not BGPNodes: listing the advertising nodes of every address
+		// that layer 2 skips (every BGP address) was 40 % of a sync at
+		// 1,000 nodes and 10,000 Services, and most of its garbage.
+		if s.Reason == NotInPool || r.bgpAdvertised(s.Addr) {
 			continue
 		}
 		reason := s.Reason
