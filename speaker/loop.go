@@ -232,9 +232,6 @@ func (a *Agent) sync(ctx context.Context) error {
 		}
 		a.arrivals = arr
 	}
-	a.met.setAnnounced(a.o.NodeName, want.L2)
-	a.met.setUnannounced(reporter(a.o.NodeName, in.Alive), res.Unannounced())
-	a.met.plans.Inc()
 	// The cache has synced, a plan is computed and the responders carry
 	// it: from now on this speaker can answer for what it is elected for,
 	// so the others (and its own plans) may count it. Before, it is a
@@ -244,6 +241,11 @@ func (a *Agent) sync(ctx context.Context) error {
 	if bgpErr == nil {
 		a.ready.Store(true)
 	}
+	// The metrics after the announcements, which do not wait for them
+	// (the unannounced addresses are a pass over every address).
+	a.met.setAnnounced(a.o.NodeName, want.L2)
+	a.met.setUnannounced(reporter(a.o.NodeName, in.Alive), res.Unannounced())
+	a.met.plans.Inc()
 	// The status objects are reports, written by writeStatuses on its own
 	// goroutine: a plan is announced without waiting for them, and one
 	// that cannot be written neither keeps the speaker from being ready
