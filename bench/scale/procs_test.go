@@ -24,6 +24,7 @@ import (
 // proc is a process the bench started and measures.
 type proc struct {
 	name string
+	ns   string // its network namespace, "" for the host's
 	cmd  *exec.Cmd
 	log  string
 }
@@ -46,7 +47,7 @@ func start(t *testing.T, dir, name, ns string, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, log: logPath}
+	p := &proc{name: name, ns: ns, cmd: cmd, log: logPath}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

@@ -569,6 +569,9 @@ func churnPhase(t *testing.T, ctx context.Context, what string, rate int, d time
 	metrics func(name, match string) float64, update func(ctx context.Context, k int) error) {
 	t.Helper()
 	u0, rx0, plans0 := spk.usage(t), proxy.received.Load(), metrics("herald_speaker_plans_total", "")
+	// A CPU profile of the speaker over the phase's first 10 s: what the churn costs it.
+	prof := fetchLater(spk.ns, fmt.Sprintf("http://127.0.0.1:6060/debug/pprof/profile?seconds=%d", max(1, int(min(d, 10*time.Second).Seconds()))),
+		"speaker-"+strings.ReplaceAll(what, " ", "-")+"-cpu")
 	var maxRSS int64
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
@@ -608,6 +611,7 @@ func churnPhase(t *testing.T, ctx context.Context, what string, rate int, d time
 	report(fmt.Sprintf("speaker under %d %s/s: plans", rate, what), "%.1f/s", (plans1-plans0)/d.Seconds())
 	report(fmt.Sprintf("speaker under %d %s/s: RSS max", rate, what), "%s", mib(max(maxRSS, u1.rss)))
 	report(fmt.Sprintf("speaker under %d %s/s: bytes/s from the API server", rate, what), "%.0f", float64(rx1-rx0)/d.Seconds())
+	printProfile(t, prof(), "", 25)
 }
 
 // moveAnnouncements gives Local BGP Services whose endpoints are elsewhere a ready endpoint on node 0, one at a
