@@ -19,9 +19,6 @@ import (
 	"github.com/herald-lb/herald/internal/kubeapi"
 )
 
-// HelmVersion is the helm the lab builds (e2e/lab/lib/common.sh HELM_VERSION).
-const HelmVersion = "v3.22.0"
-
 // chartDir is the chart, relative to this package.
 const chartDir = "herald"
 
@@ -31,19 +28,11 @@ func TestMain(m *testing.M) {
 	os.Exit(kubeapi.RunTests(m, "herald-chart-it-", filepath.Join(chartDir, "crds"), &srv))
 }
 
-// helmPath is $HERALD_HELM, or the lab's cached helm.
-func helmPath() string {
-	if p := os.Getenv("HERALD_HELM"); p != "" {
-		return p
-	}
-	return filepath.Join(kubeapi.CacheDir(), "helm-"+HelmVersion, "bin", "helm")
-}
-
 // render runs `helm template` of the chart as release "herald" in namespace ns with the extra arguments, and
 // returns the objects. The test is skipped when helm is missing (`make integration` builds it).
 func render(t *testing.T, ns string, args ...string) []*unstructured.Unstructured {
 	t.Helper()
-	helm := helmPath()
+	helm := kubeapi.HelmPath()
 	if _, err := os.Stat(helm); err != nil {
 		t.Skipf("helm not found at %s (build it with `e2e/lab/install.sh helm`, or set HERALD_HELM): %v", helm, err)
 	}

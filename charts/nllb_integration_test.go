@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/herald-lb/herald/internal/kubeapi"
 )
 
 // flagValue is the value of --name=value in args ("", false when absent).
@@ -136,7 +138,7 @@ func TestChartNLLBWiring(t *testing.T) {
 			}
 		})
 	}
-	helm := helmPath()
+	helm := kubeapi.HelmPath()
 	if _, err := os.Stat(helm); err != nil {
 		t.Skip("no helm")
 	}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/herald-lb/herald/internal/kubeapi"
 )
 
 // TestChartAcceptedByAPIServer renders the chart with its default values and with every mode on
@@ -109,7 +111,7 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 
 // TestChartRefusesCCMWithNothingEnabled: ccm.enabled with both switches off fails to render, saying why.
 func TestChartRefusesCCMWithNothingEnabled(t *testing.T) {
-	helm := helmPath()
+	helm := kubeapi.HelmPath()
 	if _, err := os.Stat(helm); err != nil {
 		t.Skipf("helm not found at %s: %v", helm, err)
 	}
