@@ -61,13 +61,18 @@ func heraldBinary(t *testing.T) string {
 // impersonatingKubeconfig writes a kubeconfig with the admin's credentials impersonating ServiceAccount ns/name.
 func impersonatingKubeconfig(t *testing.T, ns, name string) string {
 	t.Helper()
-	c := srv.Config
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["it"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthority: c.CAFile}
-	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{ClientCertificate: c.CertFile, ClientKey: c.KeyFile,
+	return writeKubeconfig(t, &clientcmdapi.AuthInfo{ClientCertificate: srv.Config.CertFile, ClientKey: srv.Config.KeyFile,
 		Impersonate:       "system:serviceaccount:" + ns + ":" + name,
-		ImpersonateGroups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
-	kc.Contexts["it"] = &clientcmdapi.Context{Cluster: "it", AuthInfo: "sa"}
+		ImpersonateGroups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}})
+}
+
+// writeKubeconfig writes a kubeconfig for the test API server with the given credentials.
+func writeKubeconfig(t *testing.T, auth *clientcmdapi.AuthInfo) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["it"] = &clientcmdapi.Cluster{Server: srv.Config.Host, CertificateAuthority: srv.Config.CAFile}
+	kc.AuthInfos["user"] = auth
+	kc.Contexts["it"] = &clientcmdapi.Context{Cluster: "it", AuthInfo: "user"}
 	kc.CurrentContext = "it"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {

@@ -442,7 +442,7 @@ func TestValuesSchemaRefuses(t *testing.T) {
 		{"webhook timeout above 30 s", "webhook: {timeoutSeconds: 60}", "at '/webhook/timeoutSeconds': maximum: got 60, want 30"},
 		{"root controller", "controller: {runAsUser: 0}", "at '/controller/runAsUser': minimum: got 0, want 1"},
 		{"bad log level", "logLevel: verbose", "at '/logLevel': value must be one of 'debug', 'info', 'warn', 'error'"},
-		{"bad profile", "memberlist: {profile: slow}", "at '/memberlist/profile': value must be one of 'fast', 'default'"},
+		{"bad profile", "memberlist: {profile: slow}", "at '/memberlist/profile': value must be one of 'auto', 'fast', 'default'"},
 		{"bad failure policy (case)", "webhook: {failurePolicy: fail}", "at '/webhook/failurePolicy': value must be one of 'Ignore', 'Fail'"},
 		{"bad pull policy", "image: {pullPolicy: always}", "at '/image/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'"},
 		{"bad loopback", "nllb: {loopback: ipv5}", "at '/nllb/loopback': value must be one of 'auto', 'ipv4', 'ipv6'"},
