@@ -18,9 +18,9 @@ K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy k
 # adding it to a cache that already holds the binaries above builds kubeadm alone.
 K8S_EXTRA_BINARIES=(kubeadm)
 
-# Debian packages the lab needs.
+# Debian packages the lab needs (prometheus: the e2e suite runs it with the chart's alert rules).
 APT_PACKAGES=(containerd runc containernetworking-plugins iptables nftables gobgpd frr arping ndisc6
-	tcpdump openssl conntrack iproute2 iputils-ping util-linux procps curl socat ca-certificates haproxy)
+	tcpdump openssl conntrack iproute2 iputils-ping util-linux procps curl socat ca-certificates haproxy prometheus)
 # Debian packages `make lint` needs (install.sh lint): shellcheck, and prometheus for its promtool (make alerts-check
 # checks and unit-tests the chart's alert rules with it).
 LINT_APT_PACKAGES=(shellcheck prometheus)
