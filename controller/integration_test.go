@@ -442,9 +442,3 @@ func TestLeaderElection(t *testing.T) {
 		t.Error("standby did not take over")
 	}
 }
-
-func (r *Reconciler) isStarted() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.started
-}
