@@ -18,7 +18,7 @@ import (
 )
 
 // TestMemberlistProfileAuto: memberlist.profile auto (the default) renders the fast profile while the cluster has at
-// most memberlist.autoFastUpTo (100) nodes and the default profile beyond, counting the nodes of the API server helm
+// most memberlist.autoFastUpTo (50) nodes and the default profile beyond, counting the nodes of the API server helm
 // talks to (helm template --dry-run=server, as helm install and upgrade do); a profile set by hand is kept.
 func TestMemberlistProfileAuto(t *testing.T) {
 	helm := kubeapi.HelmPath()
@@ -48,7 +48,7 @@ func TestMemberlistProfileAuto(t *testing.T) {
 		t.Fatal(err)
 	}
 	have := len(nodes.Items)
-	if have > 100 {
+	if have > 50 {
 		t.Fatalf("the test API server already has %d nodes", have)
 	}
 	addNode := func(i int) {
@@ -59,20 +59,20 @@ func TestMemberlistProfileAuto(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	}
-	for i := have; i < 100; i++ {
+	for i := have; i < 50; i++ {
 		addNode(i)
 	}
 	if got := profile(); got != "fast" {
-		t.Errorf("100 nodes, profile auto: rendered %q, want fast", got)
+		t.Errorf("50 nodes, profile auto: rendered %q, want fast", got)
 	}
-	addNode(100)
+	addNode(50)
 	if got := profile(); got != "default" {
-		t.Errorf("101 nodes, profile auto: rendered %q, want default", got)
+		t.Errorf("51 nodes, profile auto: rendered %q, want default", got)
 	}
-	if got := profile("--set", "memberlist.autoFastUpTo=200"); got != "fast" {
-		t.Errorf("101 nodes, autoFastUpTo 200: rendered %q, want fast", got)
+	if got := profile("--set", "memberlist.autoFastUpTo=100"); got != "fast" {
+		t.Errorf("51 nodes, autoFastUpTo 100: rendered %q, want fast", got)
 	}
 	if got := profile("--set", "memberlist.profile=fast"); got != "fast" {
-		t.Errorf("101 nodes, profile fast: rendered %q, want fast", got)
+		t.Errorf("51 nodes, profile fast: rendered %q, want fast", got)
 	}
 }
