@@ -1355,6 +1355,22 @@ func sameAttributes(a, b *BGPRoute) bool {
 // it, to at least one peer, because addr qualifies on them), sorted; nil
 // when none does.
 func (r Result) BGPNodes(addr netip.Addr) []string {
+	if set := r.bgpNodeSet(addr); set != nil {
+		return r.bgp.names(set, nil)
+	}
+	return nil
+}
+
+// bgpAdvertised reports whether any node advertises addr over BGP: what
+// BGPNodes would say, without listing the nodes.
+func (r Result) bgpAdvertised(addr netip.Addr) bool {
+	set := r.bgpNodeSet(addr)
+	return set != nil && !set.empty()
+}
+
+// bgpNodeSet is the set of nodes that advertise addr, nil when the plan
+// has none for it.
+func (r Result) bgpNodeSet(addr netip.Addr) bitset {
 	if r.bgp == nil {
 		return nil
 	}
@@ -1362,17 +1378,7 @@ func (r Result) BGPNodes(addr netip.Addr) []string {
 	if !ok {
 		return nil
 	}
-	return r.bgp.names(r.bgp.addrs[i].by, nil)
-}
-
-// bgpAdvertised reports whether any node advertises addr over BGP: what
-// BGPNodes would say, without listing the nodes.
-func (r Result) bgpAdvertised(addr netip.Addr) bool {
-	if r.bgp == nil {
-		return false
-	}
-	i, ok := slices.BinarySearchFunc(r.bgp.addrs, addr, func(a bgpAddr, x netip.Addr) int { return a.addr.Compare(x) })
-	return ok && !r.bgp.addrs[i].by.empty()
+	return r.bgp.addrs[i].by
 }
 
 // BGPNodesByService maps the key of every Service advertised over BGP to
