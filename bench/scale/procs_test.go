@@ -3,7 +3,6 @@
 package scale
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -29,6 +28,14 @@ type proc struct {
 	log  string
 }
 
+// inNS is the command args run in network namespace ns ("": the host's, args unchanged).
+func inNS(ns string, args ...string) []string {
+	if ns == "" {
+		return args
+	}
+	return append([]string{"nsenter", "--net=/var/run/netns/" + ns, "--"}, args...)
+}
+
 // start runs args (in the network namespace ns when not empty) with its output in dir/name.log; it is killed at
 // cleanup.
 func start(t *testing.T, dir, name, ns string, args ...string) *proc {
@@ -38,9 +45,7 @@ func start(t *testing.T, dir, name, ns string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ns != "" {
-		args = append([]string{"nsenter", "--net=/var/run/netns/" + ns, "--"}, args...)
-	}
+	args = inNS(ns, args...)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -90,15 +95,8 @@ func (p *proc) sampleRSS(interval time.Duration) func() int64 {
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
-			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)); err == nil {
-				for _, line := range strings.Split(string(b), "\n") {
-					if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-						kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-						if kb<<10 > peak.Load() {
-							peak.Store(kb << 10)
-						}
-					}
-				}
+			if u, err := pidUsage(p.cmd.Process.Pid); err == nil && u.rss > peak.Load() {
+				peak.Store(u.rss)
 			}
 			select {
 			case <-stop:
@@ -136,9 +134,8 @@ func pidUsage(pid int) (usage, error) {
 	if err != nil {
 		return u, err
 	}
-	s := bufio.NewScanner(strings.NewReader(string(b)))
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
 			u.rss = kb << 10
 		}
@@ -166,10 +163,7 @@ func (p *proc) stacks() {
 // endpoint, fetched with curl inside ns ("" for the host).
 func metric(t *testing.T, ns, url, name, match string) float64 {
 	t.Helper()
-	args := []string{"curl", "-sf", "--max-time", "30", url}
-	if ns != "" {
-		args = append([]string{"nsenter", "--net=/var/run/netns/" + ns, "--"}, args...)
-	}
+	args := inNS(ns, "curl", "-sf", "--max-time", "30", url)
 	out, err := exec.Command(args[0], args[1:]...).Output()
 	if err != nil {
 		t.Fatalf("metrics at %s: %v", url, err)

@@ -256,7 +256,7 @@ func TestScale(t *testing.T) {
 	// A CPU profile of the speaker over the first 10 s of the moves: what a move costs it.
 	moveProfile := fetchLater(lan.Nodes[0].Name, "http://127.0.0.1:6060/debug/pprof/profile?seconds=10", "speaker-moves-cpu")
 	moveAnnouncements(t, ctx, cs, lan.Nodes[1].Name, all, nodes, moves)
-	printProfile(t, moveProfile(), "", 30)
+	printProfile(t, moveProfile(t), "", 30)
 
 	// A burst of creates from 16 writers, with every existing Service in place. Where the time goes: the create
 	// calls (the API server), the controller's work queue and reconciles (its metrics), and the CPU of each process
@@ -279,7 +279,7 @@ func TestScale(t *testing.T) {
 	}
 	report("speaker: CPU during the burst", "%.1f s", (spk.usage(t).cpu - spkBefore.cpu).Seconds())
 	qAfter.report("controller: during the burst", qBefore)
-	printProfile(t, cpuProfile(), "", 25)
+	printProfile(t, cpuProfile(t), "", 25)
 
 	// A controller restart with every Service in place: a new process starts while a tenth of the burst is
 	// created (16 writers); its RSS peak while it lists and syncs, and those creates' create -> status. Its heap
@@ -296,7 +296,7 @@ func TestScale(t *testing.T) {
 	report("controller restarted: RSS peak until then", "%s", mib(peak()))
 	report("controller restarted: RSS 10 s later", "%s", mib(func() int64 { time.Sleep(10 * time.Second); return ctl.usage(t).rss }()))
 	report("controller restarted: Go heap in use 10 s later", "%s", mib(int64(metric(t, "", ctlMetricsURL, "go_memstats_heap_inuse_bytes", ""))))
-	heap := fetchLater("", ctlPprofURL+"heap", "controller-restarted-heap")()
+	heap := fetchLater("", ctlPprofURL+"heap", "controller-restarted-heap")(t)
 	printProfile(t, heap, "inuse_space", 15)
 	printProfile(t, heap, "alloc_space", 15)
 	report("speaker: RSS at the end", "%s", mib(spk.usage(t).rss))
@@ -348,8 +348,9 @@ func (q queue) report(prefix string, before queue) {
 }
 
 // fetchLater starts fetching url (a profile; from inside network namespace ns unless "") into the profile directory
-// now and returns a function that waits for it and returns the file's path.
-func fetchLater(ns, url, name string) func() string {
+// (SCALE_PROFILE_DIR, default the temp dir) now and returns a function that waits for it and returns the file's
+// path.
+func fetchLater(ns, url, name string) func(t *testing.T) string {
 	d := os.Getenv("SCALE_PROFILE_DIR")
 	if d == "" {
 		d = os.TempDir()
@@ -357,19 +358,17 @@ func fetchLater(ns, url, name string) func() string {
 	path := filepath.Join(d, "herald-scale-"+name+".pprof")
 	done := make(chan error, 1)
 	go func() {
-		args := []string{"curl", "-sf", "--max-time", "60", "-o", path, url}
-		if ns != "" {
-			args = append([]string{"nsenter", "--net=/var/run/netns/" + ns, "--"}, args...)
-		}
+		args := inNS(ns, "curl", "-sf", "--max-time", "60", "-o", path, url)
 		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 		if err != nil {
-			err = fmt.Errorf("%s: %v: %s", url, err, out)
+			err = fmt.Errorf("profile %s: %v: %s", url, err, out)
 		}
 		done <- err
 	}()
-	return func() string {
+	return func(t *testing.T) string {
+		t.Helper()
 		if err := <-done; err != nil {
-			return "error: " + err.Error()
+			t.Fatal(err)
 		}
 		return path
 	}
@@ -379,14 +378,11 @@ func fetchLater(ns, url, name string) func() string {
 // CPU profile.
 func printProfile(t *testing.T, path, idx string, n int) {
 	t.Helper()
-	if strings.HasPrefix(path, "error: ") {
-		t.Fatalf("profile: %s", path)
-	}
 	args := []string{"tool", "pprof", "-top", fmt.Sprintf("-nodecount=%d", n)}
 	if idx != "" {
 		args = append(args, "-sample_index="+idx)
 	} else {
-		args = append(args, "-cum")
+		args, idx = append(args, "-cum"), "cpu, cumulative"
 	}
 	top, err := exec.Command("go", append(args, path)...).CombinedOutput()
 	if err != nil {
@@ -395,23 +391,11 @@ func printProfile(t *testing.T, path, idx string, n int) {
 	fmt.Printf("PROFILE %s %s:\n%s\n", filepath.Base(path), idx, top)
 }
 
-// heapProfile saves a heap profile (in SCALE_PROFILE_DIR, default the temp dir) and prints its top in-use entries.
+// heapProfile saves the speaker's heap profile, prints its top in-use entries and reports GoBGP's share.
 func heapProfile(t *testing.T, ns, url, name string) {
 	t.Helper()
-	d := os.Getenv("SCALE_PROFILE_DIR")
-	if d == "" {
-		d = os.TempDir()
-	}
-	path := filepath.Join(d, "herald-scale-"+name+".pprof")
-	out, err := exec.Command("nsenter", "--net=/var/run/netns/"+ns, "--", "curl", "-sf", "--max-time", "30", "-o", path, url).CombinedOutput()
-	if err != nil {
-		t.Fatalf("heap profile: %v: %s", err, out)
-	}
-	top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", "-sample_index=inuse_space", path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("pprof: %v: %s", err, top)
-	}
-	fmt.Printf("PROFILE %s (%s):\n%s\n", name, path, top)
+	path := fetchLater(ns, url, name)(t)
+	printProfile(t, path, "inuse_space", 15)
 	// GoBGP's share (its RIBs, paths and sessions), from the same profile.
 	bgp, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=100000", "-sample_index=inuse_space", "-focus=osrg/gobgp", path).CombinedOutput()
 	if err != nil {
@@ -611,7 +595,7 @@ func churnPhase(t *testing.T, ctx context.Context, what string, rate int, d time
 	report(fmt.Sprintf("speaker under %d %s/s: plans", rate, what), "%.1f/s", (plans1-plans0)/d.Seconds())
 	report(fmt.Sprintf("speaker under %d %s/s: RSS max", rate, what), "%s", mib(max(maxRSS, u1.rss)))
 	report(fmt.Sprintf("speaker under %d %s/s: bytes/s from the API server", rate, what), "%.0f", float64(rx1-rx0)/d.Seconds())
-	printProfile(t, prof(), "", 25)
+	printProfile(t, prof(t), "", 25)
 }
 
 // moveAnnouncements gives Local BGP Services whose endpoints are elsewhere a ready endpoint on node 0, one at a
