@@ -93,7 +93,8 @@ type Reconciler struct {
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 	// startMu lets one worker at a time run the start (a live list of
-	// every Service); startWaiting counts the workers waiting for it.
+	// every Service); startWaiting counts the workers waiting for it (what
+	// TestOneStartList watches; nothing else reads it).
 	startMu      sync.Mutex
 	startWaiting atomic.Int32
 

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -257,9 +258,9 @@ func (p *prometheus) query(ctx context.Context, q string) ([]float64, error) {
 	}
 	var out []float64
 	for _, r := range res.Data.Result {
-		var v float64
 		s, _ := r.Value[1].(string)
-		if _, err := fmt.Sscan(s, &v); err != nil {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
 			return nil, fmt.Errorf("query %s: value %q: %w", q, s, err)
 		}
 		out = append(out, v)
