@@ -576,8 +576,14 @@ func TestSpeakerRBAC(t *testing.T) {
 			_, err := core.Services(appsNS).Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"annotations":{"x":"y"}}}`), po)
 			return err
 		}},
-		{"patch Service status", false, func(ctx context.Context) error {
+		// The condition herald.dev/Announced (speaker.announcedCondition): RBAC allows the patch; what it may
+		// change is bounded by the chart's admission policy (TestSpeakerStatusPolicy).
+		{"patch Service status", true, func(ctx context.Context) error {
 			_, err := core.Services(appsNS).Patch(ctx, "web", types.MergePatchType, []byte(`{"status":{"loadBalancer":{}}}`), po, "status")
+			return err
+		}},
+		{"update Service status", false, func(ctx context.Context) error {
+			_, err := core.Services(appsNS).UpdateStatus(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: appsNS, Name: "web"}}, metav1.UpdateOptions{})
 			return err
 		}},
 		{"update Service", false, func(ctx context.Context) error {

@@ -4,16 +4,19 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/configobjs"
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/speaker/plan"
 )
@@ -51,6 +54,50 @@ func onChange(changed func()) toolscache.ResourceEventHandlerFuncs {
 	}
 }
 
+// onServiceChange is onChange for Services, except that an update that
+// changed only the condition herald.dev/Announced calls poke instead: no
+// plan reads that condition, and the reporter's own writes of it must not
+// re-plan once per Service written; the status writer checks it again
+// (someone else may have changed it).
+func onServiceChange(changed, poke func()) toolscache.ResourceEventHandlerFuncs {
+	h := onChange(changed)
+	h.UpdateFunc = func(oldObj, newObj any) {
+		switch {
+		case sameForPlan(oldObj, newObj):
+		case onlyAnnouncedChanged(oldObj, newObj):
+			poke()
+		default:
+			changed()
+		}
+	}
+	return h
+}
+
+// onlyAnnouncedChanged reports whether two versions of a Service differ only
+// in their resourceVersion and herald.dev/Announced condition.
+func onlyAnnouncedChanged(oldObj, newObj any) bool {
+	o, ok := oldObj.(*corev1.Service)
+	if !ok {
+		return false
+	}
+	n, ok := newObj.(*corev1.Service)
+	if !ok {
+		return false
+	}
+	strip := func(s *corev1.Service) *corev1.Service {
+		c := s.DeepCopy()
+		c.ResourceVersion = ""
+		c.Status.Conditions = slices.DeleteFunc(c.Status.Conditions, func(x metav1.Condition) bool {
+			return x.Type == svcstatus.ConditionAnnounced
+		})
+		if len(c.Status.Conditions) == 0 {
+			c.Status.Conditions = nil
+		}
+		return c
+	}
+	return equality.Semantic.DeepEqual(strip(o), strip(n))
+}
+
 // sameForPlan reports whether an update changed nothing but the object's
 // resourceVersion. The caches keep only what the planner reads
 // (internal/cachetrim), so such an update (a Node's status heartbeat, an
@@ -79,22 +126,26 @@ func sameForPlan(oldObj, newObj any) bool {
 // memberlist) re-plans from the whole cached state. Changes arriving during
 // a plan are coalesced into one more plan.
 func (a *Agent) loop(ctx context.Context) error {
-	watch := func(obj client.Object, changed func()) error {
+	watch := func(obj client.Object, h toolscache.ResourceEventHandler) error {
 		inf, err := a.mgr.GetCache().GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("watching %T: %w", obj, err)
 		}
-		_, err = inf.AddEventHandler(onChange(changed))
+		_, err = inf.AddEventHandler(h)
 		return err
 	}
 	for _, obj := range a.watched() {
-		if err := watch(obj, a.trigger); err != nil {
+		h := onChange(a.trigger)
+		if _, ok := obj.(*corev1.Service); ok {
+			h = onServiceChange(a.trigger, a.statusq.poke)
+		}
+		if err := watch(obj, h); err != nil {
 			return err
 		}
 	}
 	// Another writer's change to a ServiceL2Status (a speaker taking one
 	// over, a user deleting one) is checked against the newest plan.
-	if err := watch(&v1beta1.ServiceL2Status{}, a.statusq.poke); err != nil {
+	if err := watch(&v1beta1.ServiceL2Status{}, onChange(a.statusq.poke)); err != nil {
 		return err
 	}
 	if !a.mgr.GetCache().WaitForCacheSync(ctx) {
@@ -244,7 +295,8 @@ func (a *Agent) sync(ctx context.Context) error {
 	// The metrics after the announcements, which do not wait for them
 	// (the unannounced addresses are a pass over every address).
 	a.met.setAnnounced(a.o.NodeName, want.L2)
-	a.met.setUnannounced(reporter(a.o.NodeName, in.Alive), res.Unannounced())
+	rep := reporter(a.o.NodeName, in.Alive)
+	a.met.setUnannounced(rep, res.Unannounced())
 	a.met.plans.Inc()
 	// The status objects are reports, written by writeStatuses on its own
 	// goroutine: a plan is announced without waiting for them, and one
@@ -254,6 +306,11 @@ func (a *Agent) sync(ctx context.Context) error {
 	if bgpErr == nil {
 		job.bgp = bgpStatusByService(want.BGP.Statuses(sessions))
 		job.bgpNodes = res.BGPNodeSetsByService()
+	}
+	// The condition herald.dev/Announced: the reporter's view, as the
+	// metric's, written by the reporter alone.
+	if rep && a.o.AnnouncedCondition {
+		job.announced = res.Announcements(in.Services)
 	}
 	a.statusq.put(job)
 	return bgpErr

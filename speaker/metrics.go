@@ -17,6 +17,8 @@ type metrics struct {
 	// statusWrite and statusFailures: the passes of the status writer.
 	statusWrite    prometheus.Histogram
 	statusFailures prometheus.Counter
+	// writes counts the writes to the API server, by object.
+	writes *prometheus.CounterVec
 }
 
 // newMetrics registers the speaker's metrics: the announced addresses, the
@@ -45,8 +47,12 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, s
 			Name: "herald_speaker_status_write_failures_total",
 			Help: "Passes of the status writer that left some ServiceL2Status or ServiceBGPStatus object unwritten (the error is logged; retried a second later).",
 		}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_speaker_writes_total",
+			Help: "Writes this speaker sent to the API server, by what was written: service-condition (a patch of a Service's herald.dev/Announced condition, by the reporter, only when the condition changes).",
+		}, []string{"object"}),
 	}
-	reg.MustRegister(m.announced, m.unannounced, m.plans, m.statusWrite, m.statusFailures, &bgpCollector{sessions: sessions,
+	reg.MustRegister(m.announced, m.unannounced, m.plans, m.statusWrite, m.statusFailures, m.writes, &bgpCollector{sessions: sessions,
 		up: prometheus.NewDesc("herald_bgp_session_up",
 			"1 while the BGP session with the peer is established, 0 otherwise.", []string{"peer", "address"}, nil),
 		prefixes: prometheus.NewDesc("herald_bgp_prefixes_advertised",

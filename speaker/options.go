@@ -20,6 +20,10 @@ type Options struct {
 	Namespace string
 	// OnlyClass limits Herald to Services with class herald.dev/lb.
 	OnlyClass bool
+	// AnnouncedCondition lets the speaker write the condition
+	// herald.dev/Announced on the Services (config/svcstatus) when it is the
+	// cluster's reporter; it needs the right to patch services/status.
+	AnnouncedCondition bool
 	// PodName and PodUID are the speaker's own Pod, the owner of the
 	// ServiceL2Status objects it writes (no owner when empty).
 	PodName, PodUID string
@@ -100,5 +104,6 @@ func DefaultOptions() Options {
 		ProbeAddr:          ":7573",
 		KubeAPIQPS:         20,
 		KubeAPIBurst:       40,
+		AnnouncedCondition: true,
 	}
 }

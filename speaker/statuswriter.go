@@ -12,7 +12,8 @@ import (
 )
 
 // statusJob is what one sync asks to be reported in the status objects:
-// the ServiceL2Status and ServiceBGPStatus objects this node writes.
+// the ServiceL2Status and ServiceBGPStatus objects this node writes, and,
+// on the reporter, the Services' herald.dev/Announced conditions.
 type statusJob struct {
 	svcs []corev1.Service // for the events' references
 	l2   []plan.L2Status
@@ -21,6 +22,10 @@ type statusJob struct {
 	// ServiceBGPStatus objects are then left as they are.
 	bgp      map[string]*bgpStatus
 	bgpNodes map[string]plan.NodeSet
+	// announced are the Services' herald.dev/Announced conditions, when
+	// this node is the reporter (and writes them); nil otherwise: the node
+	// writes no condition.
+	announced map[string]plan.Announcement
 }
 
 // statusQueue holds the newest statusJob not yet taken: a sync replaces
@@ -117,6 +122,11 @@ func (a *Agent) writeStatus(ctx context.Context, j *statusJob) error {
 	}
 	if err := a.syncStatus(ctx, j.svcs, j.l2, j.def); err != nil {
 		errs = append(errs, err)
+	}
+	if j.announced != nil {
+		if err := a.syncAnnounced(ctx, j.announced); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

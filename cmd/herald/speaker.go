@@ -45,6 +45,7 @@ func parseSpeakerFlags(args []string, getenv func(string) string, stderr io.Writ
 	fs.StringVar(&o.NodeName, "node-name", getenv("NODE_NAME"), "this speaker's node (required; env NODE_NAME)")
 	fs.StringVar(&o.Namespace, "namespace", envOr("POD_NAMESPACE", o.Namespace), "install namespace (configuration, memberlist Secret, ServiceL2Status)")
 	fs.BoolVar(&o.OnlyClass, "only-class", false, "serve only Services with spec.loadBalancerClass herald.dev/lb")
+	fs.BoolVar(&o.AnnouncedCondition, "announced-condition", o.AnnouncedCondition, "when this speaker is the reporter (its node name sorts first among the alive speakers), write the condition herald.dev/Announced on the LoadBalancer Services (needs patch on services/status); false: write none")
 	profile := fs.String("memberlist-profile", string(o.Profile), "memberlist timings: fast (dead node detected in ~0.5-1 s) or default (memberlist's LAN defaults, ~5-6 s)")
 	fs.IntVar(&o.MemberlistPort, "memberlist-port", o.MemberlistPort, "memberlist UDP and TCP port, the same on every node")
 	bind := fs.String("memberlist-bind-address", getenv("POD_IP"), "memberlist listen address (default: env POD_IP, else the Node's first InternalIP)")

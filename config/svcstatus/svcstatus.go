@@ -1,7 +1,8 @@
 // Package svcstatus is the contract between Herald's components and a
 // LoadBalancer Service: which Services Herald serves, and what the controller
-// writes on them. The controller writes; the speakers and a restarted
-// controller read. It is pure: Kubernetes API types in, plain values out.
+// and the speakers write on them. The controller writes the addresses; the
+// speakers and a restarted controller read them. It is pure: Kubernetes API
+// types in, plain values out.
 //
 // What the controller writes, in one status write:
 //
@@ -19,6 +20,25 @@
 //     sharing key, ports or backends, those the addresses were granted
 //     under, not the spec's. A restarted controller restores with them, so a
 //     refused edit never costs another sharer its address.
+//
+// What the reporter speaker writes (the one speaker whose node name sorts
+// first among the speakers alive in its memberlist view; the others write
+// nothing), one strategic merge patch of the status subresource per Service
+// whose condition changes, touching only its own condition:
+//
+//   - the condition ConditionAnnounced, on each Service with an address in an
+//     address pool: True (reason ReasonAnnounced) when every address of the
+//     Service is announced by at least one node, over layer 2 (a node is
+//     elected for it) or BGP (a node advertises it, whether or not its
+//     sessions are up); False otherwise, with the reason of the lowest
+//     address no node announces (ReasonNotInPool, ReasonNoL2Advertisement,
+//     ReasonNoAdvertisement, ReasonNoEndpoints, ReasonNoEligibleNode,
+//     ReasonNoBGPPeer: the planner's reasons, as the metric
+//     herald_address_unannounced reports them). The message lists each
+//     address with how it is announced or why not, and names no node, so
+//     that an announcement moving between nodes costs no write. Services in
+//     a node-address pool, and Services no longer announced by Herald, carry
+//     no such condition: the reporter removes it.
 //
 // Services placed in a node-address pool have no address of their own; their
 // pool is recorded in the annotation AnnotationPool (which older versions
@@ -52,7 +72,38 @@ const (
 	ConditionSharing = "herald.dev/SharedAddress"
 	// ReasonShared is ConditionSharing's reason.
 	ReasonShared = "Shared"
+
+	// ConditionAnnounced says whether the speakers announce every address
+	// of the Service (written by the reporter speaker).
+	ConditionAnnounced = "herald.dev/Announced"
+	// ReasonAnnounced: every address is announced over layer 2 or BGP.
+	ReasonAnnounced = "Announced"
+	// The reasons of ConditionAnnounced False: the planner's (speaker/plan)
+	// for the lowest address no node announces.
+	//
+	// ReasonNotInPool: the address lies in no address pool.
+	ReasonNotInPool = "NotInPool"
+	// ReasonNoL2Advertisement: no L2Advertisement applies to the address
+	// (none lists its pool or selects a Service holding it), and BGP is not
+	// in use.
+	ReasonNoL2Advertisement = "NoL2Advertisement"
+	// ReasonNoAdvertisement: neither an L2Advertisement nor a
+	// BGPAdvertisement applies to the address.
+	ReasonNoAdvertisement = "NoAdvertisement"
+	// ReasonNoEndpoints: no Service holding the address that an
+	// advertisement selects has an endpoint.
+	ReasonNoEndpoints = "NoEndpoints"
+	// ReasonNoEligibleNode: no node may announce the address.
+	ReasonNoEligibleNode = "NoEligibleNode"
+	// ReasonNoBGPPeer: nodes qualify to advertise the address over BGP, but
+	// none has a session with a peer an advertisement sends it to.
+	ReasonNoBGPPeer = "NoBGPPeer"
 )
+
+// AnnouncedCondition returns the speakers' condition on the Service, or nil.
+func AnnouncedCondition(svc *corev1.Service) *metav1.Condition {
+	return meta.FindStatusCondition(svc.Status.Conditions, ConditionAnnounced)
+}
 
 // Sharing are the terms a Service holds a shared address under.
 type Sharing struct {

@@ -162,7 +162,9 @@ func TestCleanupRemovesOnlyHeralds(t *testing.T) {
 		[]metav1.Condition{{Type: svcstatus.ConditionType, Status: metav1.ConditionTrue, Reason: svcstatus.ReasonNodeAddressPool, Message: "x"}})
 	// Herald never writes ports: an entry with ports is another controller's.
 	withPorts := corev1.LoadBalancerIngress{IP: "203.0.113.9", IPMode: &vip, Ports: []corev1.PortStatus{{Port: 80, Protocol: corev1.ProtocolTCP}}}
-	mixedConds := append(allocated(), metav1.Condition{Type: "example.com/Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "y"})
+	// The speakers' condition goes with the controller's; another tool's stays.
+	mixedConds := append(allocated(), metav1.Condition{Type: "example.com/Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "y"},
+		metav1.Condition{Type: svcstatus.ConditionAnnounced, Status: metav1.ConditionTrue, Reason: svcstatus.ReasonAnnounced, Message: "z"})
 	e.service(apps, "mixed", &heraldClass, nil,
 		[]corev1.LoadBalancerIngress{{IP: "192.0.2.11", IPMode: &vip}, {Hostname: "lb.example.net"}, withPorts}, mixedConds)
 	foreign := e.service(apps, "foreign", &otherClass, map[string]string{"example.com/x": "y"},

@@ -20,7 +20,7 @@ type ServiceChange struct {
 	// DropIngress are the entries Herald wrote, to be removed.
 	DropIngress []corev1.LoadBalancerIngress
 	// DropCondition removes Herald's conditions (svcstatus.ConditionType,
-	// ConditionSharing).
+	// ConditionSharing, and the speakers' ConditionAnnounced).
 	DropCondition bool
 	// DropAnnotations are the annotations Herald set, to be removed.
 	DropAnnotations []string
@@ -53,8 +53,10 @@ var heraldAnnotations = []string{svcstatus.AnnotationPool}
 
 // PlanService decides what of Herald's is left on svc after Herald is gone:
 //
-//   - Herald's condition and the annotations Herald sets, wherever they are:
-//     their names are Herald's, nobody else writes them.
+//   - Herald's conditions (the controller's and the speakers'
+//     herald.dev/Announced) and the annotations Herald sets, wherever they
+//     are: their names are Herald's, nobody else writes them. The speakers'
+//     condition alone is no mark that Herald wrote the addresses.
 //   - The ingress entries Herald wrote, only on a Service Herald served (class
 //     herald.dev/lb, or no class unless onlyClass) whose status carries
 //     Herald's mark (its condition or its pool annotation). Of those entries,
@@ -74,7 +76,8 @@ func PlanService(svc *corev1.Service, onlyClass, cloudFinalizer bool) ServiceCha
 	var ch ServiceChange
 	ch.DropFinalizer = cloudFinalizer && served(svc, onlyClass) && slices.Contains(svc.Finalizers, CloudFinalizer)
 	cond := svcstatus.Condition(svc)
-	ch.DropCondition = cond != nil || meta.FindStatusCondition(svc.Status.Conditions, svcstatus.ConditionSharing) != nil
+	ch.DropCondition = cond != nil || meta.FindStatusCondition(svc.Status.Conditions, svcstatus.ConditionSharing) != nil ||
+		svcstatus.AnnouncedCondition(svc) != nil
 	for _, a := range heraldAnnotations {
 		if _, ok := svc.Annotations[a]; ok {
 			ch.DropAnnotations = append(ch.DropAnnotations, a)
@@ -130,7 +133,7 @@ func (c ServiceChange) Apply(svc *corev1.Service) *corev1.Service {
 	}
 	if c.DropCondition {
 		out.Status.Conditions = slices.DeleteFunc(out.Status.Conditions, func(x metav1.Condition) bool {
-			return x.Type == svcstatus.ConditionType || x.Type == svcstatus.ConditionSharing
+			return x.Type == svcstatus.ConditionType || x.Type == svcstatus.ConditionSharing || x.Type == svcstatus.ConditionAnnounced
 		})
 		if len(out.Status.Conditions) == 0 {
 			out.Status.Conditions = nil

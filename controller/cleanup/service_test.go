@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/herald-lb/herald/config/svcstatus"
@@ -20,6 +21,7 @@ func TestPlanService(t *testing.T) {
 	allocated := metav1.Condition{Type: svcstatus.ConditionType, Status: metav1.ConditionTrue, Reason: svcstatus.ReasonAllocated}
 	waiting := metav1.Condition{Type: svcstatus.ConditionType, Status: metav1.ConditionFalse, Reason: "PoolExhausted"}
 	other := metav1.Condition{Type: "example.com/Ready", Status: metav1.ConditionTrue, Reason: "Ready"}
+	announced := metav1.Condition{Type: svcstatus.ConditionAnnounced, Status: metav1.ConditionTrue, Reason: svcstatus.ReasonAnnounced}
 	heraldClass, otherClass := svcstatus.ClassName, "example.com/lb"
 	userAnn := map[string]string{"herald.dev/address-pool": "lan", "herald.dev/loadBalancerIPs": "192.0.2.10",
 		"metallb.io/allow-shared-ip": "k", "example.com/x": "y"}
@@ -94,6 +96,12 @@ func TestPlanService(t *testing.T) {
 		{name: "Herald's class with --only-class",
 			svc: svcSpec{class: &heraldClass, ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, conds: []metav1.Condition{allocated}}, onlyClass: true,
 			want: ServiceChange{DropIngress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, DropCondition: true}},
+		{name: "the speakers' condition beside the controller's: both go, another tool's stays",
+			svc:  svcSpec{ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, conds: []metav1.Condition{allocated, other, announced}},
+			want: ServiceChange{DropIngress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, DropCondition: true}},
+		{name: "the speakers' condition alone: it goes; it is no mark that Herald wrote the entries",
+			svc:  svcSpec{class: &heraldClass, ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, conds: []metav1.Condition{announced}},
+			want: ServiceChange{DropCondition: true}},
 		{name: "no mark of Herald's: served by class but never written by Herald",
 			svc: svcSpec{class: &heraldClass, ann: userAnn, ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}}},
 	}
@@ -127,8 +135,16 @@ func TestPlanService(t *testing.T) {
 				}
 			}
 			for _, c := range tc.svc.conds {
-				if c.Type != svcstatus.ConditionType && c.Type != svcstatus.ConditionSharing && svcstatus.Condition(after) == nil && len(after.Status.Conditions) == 0 {
-					t.Errorf("foreign condition %s removed", c.Type)
+				kept := meta.FindStatusCondition(after.Status.Conditions, c.Type) != nil
+				switch c.Type {
+				case svcstatus.ConditionType, svcstatus.ConditionSharing, svcstatus.ConditionAnnounced:
+					if kept {
+						t.Errorf("Herald's condition %s kept", c.Type)
+					}
+				default:
+					if !kept {
+						t.Errorf("foreign condition %s removed", c.Type)
+					}
 				}
 			}
 			if len(got.DropIngress) == 0 && !reflect.DeepEqual(after.Status.LoadBalancer.Ingress, svc.Status.LoadBalancer.Ingress) {

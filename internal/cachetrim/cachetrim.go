@@ -37,6 +37,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/herald-lb/herald/config/svcstatus"
 )
 
 // ReadAnnotationPrefixes are the annotation prefixes under which Herald reads
@@ -81,10 +83,15 @@ func ManagedFields(obj any) (any, error) {
 //     svcstatus.Handles), labels (advertisements' serviceSelectors) and the
 //     annotations Herald reads (ReadAnnotation: the node-address pool);
 //   - spec: type, loadBalancerClass, externalTrafficPolicy;
-//   - status.loadBalancer.ingress: each entry's ip.
+//   - status.loadBalancer.ingress: each entry's ip;
+//   - of status.conditions, the speakers' own, herald.dev/Announced, whole:
+//     the reporter speaker compares what it would write with it (and keeps
+//     its lastTransitionTime while the status holds).
 //
-// Of a Service that is not a LoadBalancer only its identity and type are kept:
-// the speaker skips it (a change of type is a new update, trimmed anew).
+// Of a Service that is not a LoadBalancer only its identity, type and the
+// herald.dev/Announced condition are kept: the speaker skips it, but the
+// reporter removes a condition it wrote before the type changed (a change of
+// type is a new update, trimmed anew).
 func SpeakerService(obj any) (any, error) {
 	s, ok := obj.(*corev1.Service)
 	if !ok {
@@ -92,6 +99,12 @@ func SpeakerService(obj any) (any, error) {
 	}
 	out := &corev1.Service{TypeMeta: s.TypeMeta, ObjectMeta: identity(&s.ObjectMeta)}
 	out.Spec.Type = s.Spec.Type
+	for _, c := range s.Status.Conditions {
+		if c.Type == svcstatus.ConditionAnnounced {
+			out.Status.Conditions = []metav1.Condition{c}
+			break
+		}
+	}
 	if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return out, nil
 	}

@@ -75,10 +75,15 @@ func fullService(typ corev1.ServiceType) *corev1.Service {
 				{Hostname: "web.example.com"},
 			}},
 			Conditions: []metav1.Condition{{Type: "herald.dev/AddressAllocated", Status: metav1.ConditionTrue, Reason: "Allocated", Message: "10.0.0.1 from pool \"p\""},
-				{Type: "example.com/Other", Status: metav1.ConditionFalse, Reason: "Theirs"}},
+				announcedCond, {Type: "example.com/Other", Status: metav1.ConditionFalse, Reason: "Theirs"}},
 		},
 	}
 }
+
+// announcedCond is the speakers' condition, which SpeakerService keeps whole.
+var announcedCond = metav1.Condition{Type: "herald.dev/Announced", Status: metav1.ConditionTrue, Reason: "Announced",
+	Message: "every address is announced: 10.0.0.1 over layer 2", ObservedGeneration: 3,
+	LastTransitionTime: metav1.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}
 
 func TestManagedFields(t *testing.T) {
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "herald.dev/v1beta1", "kind": "IPAddressPool",
@@ -126,7 +131,8 @@ func TestSpeakerService(t *testing.T) {
 		}(),
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: ptr.To("herald.dev/lb"),
 			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal},
-		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "10.0.0.1"}, {IP: "fd00::1"}, {}}}},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "10.0.0.1"}, {IP: "fd00::1"}, {}}},
+			Conditions: []metav1.Condition{announcedCond}},
 	}
 	deleting := fullService(corev1.ServiceTypeLoadBalancer)
 	deleting.DeletionTimestamp = deleted
@@ -142,10 +148,12 @@ func TestSpeakerService(t *testing.T) {
 		{"being deleted", deleting, deletingWant},
 		{"no annotation Herald reads, no ingress", plain, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "a"},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}},
-		{"ClusterIP: identity and type", fullService(corev1.ServiceTypeClusterIP), &corev1.Service{TypeMeta: lbWant.TypeMeta,
-			ObjectMeta: identityOf("shop", "web"), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP}}},
-		{"NodePort: identity and type", fullService(corev1.ServiceTypeNodePort), &corev1.Service{TypeMeta: lbWant.TypeMeta,
-			ObjectMeta: identityOf("shop", "web"), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort}}},
+		{"ClusterIP: identity, type and the speakers' condition", fullService(corev1.ServiceTypeClusterIP), &corev1.Service{TypeMeta: lbWant.TypeMeta,
+			ObjectMeta: identityOf("shop", "web"), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP},
+			Status: corev1.ServiceStatus{Conditions: []metav1.Condition{announcedCond}}}},
+		{"NodePort: identity, type and the speakers' condition", fullService(corev1.ServiceTypeNodePort), &corev1.Service{TypeMeta: lbWant.TypeMeta,
+			ObjectMeta: identityOf("shop", "web"), Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort},
+			Status: corev1.ServiceStatus{Conditions: []metav1.Condition{announcedCond}}}},
 		{"another kind", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ManagedFields: managed}},
 			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ManagedFields: managed}}},
 	} {

@@ -38,18 +38,24 @@ func (r Result) Unannounced() []Unannounced {
 		if s.Reason == NotInPool || r.bgpAdvertised(s.Addr) {
 			continue
 		}
-		reason := s.Reason
-		if reason == NoL2Advertisement {
-			i, ok := slices.BinarySearchFunc(r.BGPSkipped, s.Addr, func(b BGPSkipped, a netip.Addr) int { return b.Addr.Compare(a) })
-			switch {
-			case !ok: // BGP is not in use
-			case r.BGPSkipped[i].Reason == NoBGPAdvertisement:
-				reason = NoAdvertisement
-			default:
-				reason = r.BGPSkipped[i].Reason
-			}
-		}
-		out = append(out, Unannounced{Addr: s.Addr, Services: s.Services, Reason: reason})
+		out = append(out, Unannounced{Addr: s.Addr, Services: s.Services, Reason: r.unannouncedReason(s)})
 	}
 	return out
+}
+
+// unannouncedReason is the reason of an address that layer 2 skips and no
+// node advertises over BGP (see Unannounced): the layer 2 reason, unless no
+// L2Advertisement applies, then BGP's.
+func (r Result) unannouncedReason(s L2Skipped) Reason {
+	if s.Reason != NoL2Advertisement {
+		return s.Reason
+	}
+	i, ok := slices.BinarySearchFunc(r.BGPSkipped, s.Addr, func(b BGPSkipped, a netip.Addr) int { return b.Addr.Compare(a) })
+	switch {
+	case !ok: // BGP is not in use
+		return s.Reason
+	case r.BGPSkipped[i].Reason == NoBGPAdvertisement:
+		return NoAdvertisement
+	}
+	return r.BGPSkipped[i].Reason
 }
