@@ -17,6 +17,10 @@ type metrics struct {
 	// statusWrite and statusFailures: the passes of the status writer.
 	statusWrite    prometheus.Histogram
 	statusFailures prometheus.Counter
+	// speakerStatusWrites and speakerStatusFailures: the writes of the
+	// node's SpeakerStatus.
+	speakerStatusWrites   prometheus.Counter
+	speakerStatusFailures prometheus.Counter
 }
 
 // newMetrics registers the speaker's metrics: the announced addresses, the
@@ -45,8 +49,16 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, s
 			Name: "herald_speaker_status_write_failures_total",
 			Help: "Passes of the status writer that left some ServiceL2Status or ServiceBGPStatus object unwritten (the error is logged; retried a second later).",
 		}),
+		speakerStatusWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herald_speaker_speakerstatus_writes_total",
+			Help: "Writes (creates and updates) of this node's SpeakerStatus: a state change is written within a second, a change of counts alone at most every 30 s, nothing while nothing changes.",
+		}),
+		speakerStatusFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herald_speaker_speakerstatus_write_failures_total",
+			Help: "Reads and writes of this node's SpeakerStatus that failed (the error is logged; retried a second later).",
+		}),
 	}
-	reg.MustRegister(m.announced, m.unannounced, m.plans, m.statusWrite, m.statusFailures, &bgpCollector{sessions: sessions,
+	reg.MustRegister(m.announced, m.unannounced, m.plans, m.statusWrite, m.statusFailures, m.speakerStatusWrites, m.speakerStatusFailures, &bgpCollector{sessions: sessions,
 		up: prometheus.NewDesc("herald_bgp_session_up",
 			"1 while the BGP session with the peer is established, 0 otherwise.", []string{"peer", "address"}, nil),
 		prefixes: prometheus.NewDesc("herald_bgp_prefixes_advertised",
