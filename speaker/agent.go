@@ -65,10 +65,13 @@ type Agent struct {
 	// writeStatuses.
 	statusq *statusQueue
 	// speakerPoke asks writeSpeakerStatus to look again (one slot);
-	// speakerCounts are the counts of the last sync (nil before the first).
-	speakerPoke   chan struct{}
-	speakerCounts atomic.Pointer[speakerCounts]
-	ready         atomic.Bool
+	// speakerCounts are the counts of the last sync (nil before the first);
+	// speakerStatusPasses counts the writer's comparisons (tests: a
+	// positive sign that it looked and found nothing to write).
+	speakerPoke         chan struct{}
+	speakerCounts       atomic.Pointer[speakerCounts]
+	speakerStatusPasses atomic.Uint64
+	ready               atomic.Bool
 	// abrupt: on stop, neither close the announcer nor leave memberlist
 	// (tests: a killed speaker).
 	abrupt atomic.Bool

@@ -173,21 +173,25 @@ func diffSpeakerStatus(last, want v1beta1.SpeakerStatusStatus) speakerStatusChan
 }
 
 // speakerStatusWriteDue says whether a change is to be written now, given
-// when the last write was (zero: never) and the shortest times between two
-// writes for a state change and for a change of counts; when it is not, wait
-// is how long until it is. Pure.
-func speakerStatusWriteDue(change speakerStatusChange, lastWrite, now time.Time, stateEvery, countEvery time.Duration) (due bool, wait time.Duration) {
-	every := stateEvery
-	switch change {
-	case speakerStatusSame:
+// when the last write was (zero: never), when the writer got the counts of
+// the first sync (started) and the shortest times between two writes for a
+// state change and for a change of counts; when it is not, wait is how long
+// until it is. The first write is due stateEvery after started, whatever
+// changed: the first syncs of a speaker are not settled (its first plan is
+// made before it counts itself ready, and elects nothing for it), and
+// their counts would otherwise stand for a whole counts' interval. Pure.
+func speakerStatusWriteDue(change speakerStatusChange, lastWrite, started, now time.Time, stateEvery, countEvery time.Duration) (due bool, wait time.Duration) {
+	if change == speakerStatusSame {
 		return false, 0
-	case speakerStatusCounts:
+	}
+	ref, every := lastWrite, stateEvery
+	switch {
+	case lastWrite.IsZero():
+		ref = started
+	case change == speakerStatusCounts:
 		every = countEvery
 	}
-	if lastWrite.IsZero() {
-		return true, 0
-	}
-	if next := lastWrite.Add(every); now.Before(next) {
+	if next := ref.Add(every); now.Before(next) {
 		return false, next.Sub(now)
 	}
 	return true, 0
@@ -239,7 +243,7 @@ func speakerStatusChangeOf(cur, want *v1beta1.SpeakerStatus) speakerStatusChange
 // watches poke it) and every poll interval it builds the status, and writes
 // it when it differs from what it last wrote or read, at most once per
 // StateEvery for a state change and once per CountEvery for a change of
-// counts alone. It reads the object from the API server at start, after a
+// counts alone; the first time StateEvery after the first sync. It reads the object from the API server at start, after a
 // failed write and every Resync; between those it trusts what it wrote.
 func (a *Agent) writeSpeakerStatus(ctx context.Context) error {
 	t := a.o.SpeakerStatusTimings.withDefaults()
@@ -250,6 +254,7 @@ func (a *Agent) writeSpeakerStatus(ctx context.Context) error {
 		cur       *v1beta1.SpeakerStatus // nil while known: there is none
 		lastRead  time.Time
 		lastWrite time.Time
+		started   time.Time // the counts of the first sync arrived
 		wake      <-chan time.Time
 	)
 	key := types.NamespacedName{Namespace: a.o.Namespace, Name: a.o.NodeName}
@@ -267,6 +272,9 @@ func (a *Agent) writeSpeakerStatus(ctx context.Context) error {
 			continue // no sync yet
 		}
 		now := time.Now()
+		if started.IsZero() {
+			started = now
+		}
 		if known && now.Sub(lastRead) >= t.Resync {
 			known = false
 		}
@@ -289,7 +297,8 @@ func (a *Agent) writeSpeakerStatus(ctx context.Context) error {
 			cur, known, lastRead = obj, true, now
 		}
 		want := a.speakerStatusObject(buildSpeakerStatus(a.o.NodeName, *counts, a.bgpSessionStates(), bfdStates(a.bfd)))
-		due, wait := speakerStatusWriteDue(speakerStatusChangeOf(cur, want), lastWrite, now, t.StateEvery, t.CountEvery)
+		due, wait := speakerStatusWriteDue(speakerStatusChangeOf(cur, want), lastWrite, started, now, t.StateEvery, t.CountEvery)
+		a.speakerStatusPasses.Add(1)
 		if !due {
 			if wait > 0 {
 				wake = time.After(wait)

@@ -130,6 +130,7 @@ func TestDiffSpeakerStatus(t *testing.T) {
 func TestSpeakerStatusWriteDue(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const state, counts = time.Second, 30 * time.Second
+	started := t0.Add(-time.Hour) // the first sync's counts arrived
 	for _, tc := range []struct {
 		name      string
 		change    speakerStatusChange
@@ -141,7 +142,9 @@ func TestSpeakerStatusWriteDue(t *testing.T) {
 		{"nothing changed", speakerStatusSame, t0, t0.Add(time.Hour), false, 0},
 		{"nothing changed, never written", speakerStatusSame, time.Time{}, t0, false, 0},
 		{"never written: state", speakerStatusState, time.Time{}, t0, true, 0},
-		{"never written: counts", speakerStatusCounts, time.Time{}, t0, true, 0},
+		{"never written: counts too are due a second after the first sync", speakerStatusCounts, time.Time{}, t0, true, 0},
+		{"never written, just started: the first syncs settle", speakerStatusState, time.Time{}, started.Add(400 * time.Millisecond), false, 600 * time.Millisecond},
+		{"never written, just started: counts wait as long as a state change", speakerStatusCounts, time.Time{}, started.Add(400 * time.Millisecond), false, 600 * time.Millisecond},
 		{"state, just written", speakerStatusState, t0, t0.Add(300 * time.Millisecond), false, 700 * time.Millisecond},
 		{"state, a second after", speakerStatusState, t0, t0.Add(time.Second), true, 0},
 		{"state, long after", speakerStatusState, t0, t0.Add(time.Hour), true, 0},
@@ -150,7 +153,7 @@ func TestSpeakerStatusWriteDue(t *testing.T) {
 		{"counts, 30 s after", speakerStatusCounts, t0, t0.Add(30 * time.Second), true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			due, wait := speakerStatusWriteDue(tc.change, tc.lastWrite, tc.now, state, counts)
+			due, wait := speakerStatusWriteDue(tc.change, tc.lastWrite, started, tc.now, state, counts)
 			if due != tc.due || wait != tc.wait {
 				t.Errorf("got due %v wait %v, want due %v wait %v", due, wait, tc.due, tc.wait)
 			}
