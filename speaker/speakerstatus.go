@@ -197,6 +197,15 @@ func speakerStatusWriteDue(change speakerStatusChange, lastWrite, started, now t
 	return true, 0
 }
 
+// speakerStatusBackoff is the wait before the next try after a failure,
+// given the wait after the one before (0: none failed): 1 s, doubled with
+// each failure in a row up to a minute, so that a lasting one (the CRD not
+// installed: Helm does not upgrade CRDs; a Role without the rights) costs a
+// request and a log line a minute, not a second. Pure.
+func speakerStatusBackoff(prev time.Duration) time.Duration {
+	return min(max(2*prev, time.Second), time.Minute)
+}
+
 // pokeSpeakerStatus asks the SpeakerStatus writer to look at the node's
 // state again. It never blocks.
 func (a *Agent) pokeSpeakerStatus() {
@@ -243,7 +252,8 @@ func speakerStatusChangeOf(cur, want *v1beta1.SpeakerStatus) speakerStatusChange
 // watches poke it) and every poll interval it builds the status, and writes
 // it when it differs from what it last wrote or read, at most once per
 // StateEvery for a state change and once per CountEvery for a change of
-// counts alone; the first time StateEvery after the first sync. It reads the object from the API server at start, after a
+// counts alone; the first time StateEvery after the first sync. After a
+// failure it waits 1 s, doubled with each failure in a row up to a minute. It reads the object from the API server at start, after a
 // failed write and every Resync; between those it trusts what it wrote.
 func (a *Agent) writeSpeakerStatus(ctx context.Context) error {
 	t := a.o.SpeakerStatusTimings.withDefaults()
@@ -254,7 +264,9 @@ func (a *Agent) writeSpeakerStatus(ctx context.Context) error {
 		cur       *v1beta1.SpeakerStatus // nil while known: there is none
 		lastRead  time.Time
 		lastWrite time.Time
-		started   time.Time // the counts of the first sync arrived
+		started   time.Time     // the counts of the first sync arrived
+		backoff   time.Duration // the wait after the last failure, 0 after a success
+		retryAt   time.Time     // no try before (after a failure)
 		wake      <-chan time.Time
 	)
 	key := types.NamespacedName{Namespace: a.o.Namespace, Name: a.o.NodeName}
@@ -272,6 +284,10 @@ func (a *Agent) writeSpeakerStatus(ctx context.Context) error {
 			continue // no sync yet
 		}
 		now := time.Now()
+		if now.Before(retryAt) {
+			wake = time.After(retryAt.Sub(now))
+			continue // a failure's backoff: pokes and polls do not shorten it
+		}
 		if started.IsZero() {
 			started = now
 		}
@@ -289,16 +305,21 @@ func (a *Agent) writeSpeakerStatus(ctx context.Context) error {
 					return nil
 				}
 				a.met.speakerStatusFailures.Inc()
+				backoff = speakerStatusBackoff(backoff)
+				retryAt, wake = now.Add(backoff), time.After(backoff)
 				a.log.Warn("reading the SpeakerStatus failed, retrying", "error",
-					fmt.Errorf("reading SpeakerStatus %s: %w", key, err))
-				wake = time.After(time.Second)
+					fmt.Errorf("reading SpeakerStatus %s: %w", key, err), "retry_in", backoff)
 				continue
 			}
 			cur, known, lastRead = obj, true, now
 		}
 		want := a.speakerStatusObject(buildSpeakerStatus(a.o.NodeName, *counts, a.bgpSessionStates(), bfdStates(a.bfd)))
-		due, wait := speakerStatusWriteDue(speakerStatusChangeOf(cur, want), lastWrite, started, now, t.StateEvery, t.CountEvery)
+		change := speakerStatusChangeOf(cur, want)
+		due, wait := speakerStatusWriteDue(change, lastWrite, started, now, t.StateEvery, t.CountEvery)
 		a.speakerStatusPasses.Add(1)
+		if change == speakerStatusSame {
+			backoff = 0 // what the API holds is current
+		}
 		if !due {
 			if wait > 0 {
 				wake = time.After(wait)
@@ -326,11 +347,12 @@ func (a *Agent) writeSpeakerStatus(ctx context.Context) error {
 			// deleted, created or changed by someone else.
 			known = false
 			a.met.speakerStatusFailures.Inc()
-			a.log.Warn("writing the SpeakerStatus failed, retrying", "error", err)
-			wake = time.After(time.Second)
+			backoff = speakerStatusBackoff(backoff)
+			retryAt, wake = now.Add(backoff), time.After(backoff)
+			a.log.Warn("writing the SpeakerStatus failed, retrying", "error", err, "retry_in", backoff)
 			continue
 		}
-		cur, lastWrite = want, now
+		cur, lastWrite, backoff = want, now, 0
 		a.met.speakerStatusWrites.Inc()
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/announce/bfd"
@@ -54,14 +56,15 @@ func (e *env) passesAfter(h *speakerHandle, n uint64) {
 
 // Each speaker writes its own SpeakerStatus: named after its node, labelled
 // with it, owned by its Pod, with the members it sees and the addresses it
-// answers for. Syncs and the writer's polls that change nothing write
-// nothing; a change of counts is written (here the counts' interval is
-// 500 ms).
+// answers for. Syncs, the writer's polls and its reads of the object (every
+// 300 ms here) that change nothing write nothing; a change of counts is
+// written (here the counts' interval is 500 ms); an object deleted by
+// someone else is written again after the next read.
 func TestSpeakerStatusReportsAndIsNotRewritten(t *testing.T) {
 	e := newEnv(t)
 	fast := func(o *Options) {
 		o.SpeakerStatusTimings = SpeakerStatusTimings{StateEvery: 100 * time.Millisecond,
-			CountEvery: 500 * time.Millisecond, Poll: 100 * time.Millisecond}
+			CountEvery: 500 * time.Millisecond, Poll: 100 * time.Millisecond, Resync: 300 * time.Millisecond}
 	}
 	a, b := twoNodes(e, fast)
 	var addrs []string
@@ -138,6 +141,80 @@ func TestSpeakerStatusReportsAndIsNotRewritten(t *testing.T) {
 	e.service("web5", false, []string{"192.0.2.5"}, a.node, b.node)
 	e.allOnce(10*time.Second, []string{"192.0.2.5"}, a, b)
 	check("the new address counted")
+
+	// Deleted by someone else: back after the writer's next read.
+	st, _ := e.speakerStatus(a.node)
+	if err := e.c.Delete(e.ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(10*time.Second, "the deleted SpeakerStatus written again", func() string {
+		if again, ok := e.speakerStatus(a.node); !ok || again.UID == st.UID {
+			return "not yet"
+		}
+		return ""
+	})
+	check("the SpeakerStatus written again")
+}
+
+// The speaker needs no more than the chart gives it on SpeakerStatus (get,
+// create, update: no list, watch or delete); without the right to create it,
+// the writer backs off (1, 2, 4 s ...) instead of trying at every poll
+// (100 ms here) or every sync, and the speaker serves regardless.
+func TestSpeakerStatusRightsAndBackoff(t *testing.T) {
+	e := newEnv(t)
+	e.node("n1", "127.0.0.1", nil)
+	e.node("n2", "127.0.0.2", nil)
+	e.pool("lan", "192.0.2.0/28")
+	e.l2adv("lan", v1beta1.L2AdvertisementSpec{IPAddressPools: []string{"lan"}})
+	e.service("web", false, []string{"192.0.2.1"}, "n1", "n2")
+	identity := func(prefix string, speakerStatusVerbs ...string) *rest.Config {
+		return e.impersonate(prefix,
+			rbacv1.PolicyRule{APIGroups: []string{"", "discovery.k8s.io", "events.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+			rbacv1.PolicyRule{APIGroups: []string{"herald.dev"}, Resources: []string{"ipaddresspools", "l2advertisements",
+				"bgpadvertisements", "bgppeers", "communities", "bfdprofiles", "servicel2statuses", "servicebgpstatuses"}, Verbs: []string{"*"}},
+			rbacv1.PolicyRule{APIGroups: []string{"herald.dev"}, Resources: []string{"speakerstatuses"}, Verbs: speakerStatusVerbs})
+	}
+	fast := func(o *Options) {
+		o.SpeakerStatusTimings = SpeakerStatusTimings{StateEvery: 100 * time.Millisecond, Poll: 100 * time.Millisecond}
+	}
+	a := e.startSpeakerWith(identity("herald-ss-chart-", "get", "create", "update"), "n1", "127.0.0.1", fast)
+	b := e.startSpeakerWith(identity("herald-ss-getonly-", "get"), "n2", "127.0.0.2", fast)
+	e.settled(a, b)
+	e.allOnce(10*time.Second, []string{"192.0.2.1"}, a, b)
+	e.eventually(10*time.Second, "n1's SpeakerStatus with the chart's verbs", func() string {
+		if st, ok := e.speakerStatus("n1"); !ok || st.Status.Members != 2 {
+			return fmt.Sprintf("%+v", st)
+		}
+		return ""
+	})
+	if got := testutil.ToFloat64(a.agent.met.speakerStatusFailures); got != 0 {
+		t.Errorf("n1: %v failures with the chart's verbs", got)
+	}
+
+	// n2 may not create it: its failures come 1, 2, 4 s apart, whatever
+	// polls and syncs poke the writer meanwhile.
+	failures := func() float64 { return testutil.ToFloat64(b.agent.met.speakerStatusFailures) }
+	e.eventually(10*time.Second, "n2's first failure", func() string {
+		if failures() < 1 {
+			return "none"
+		}
+		return ""
+	})
+	start, first := time.Now(), failures()
+	for range 20 { // syncs poke the writer too
+		b.agent.trigger()
+		time.Sleep(200 * time.Millisecond)
+	}
+	// 4 s after a failure: at most the tries 1 s and 3 s after it (and
+	// one more if the first counted was a second one).
+	if n := failures() - first; n > 3 {
+		t.Errorf("n2: %v failures in %v after the first, want at most 3 (backoff 1, 2, 4 s)", n, time.Since(start).Round(time.Millisecond))
+	} else {
+		t.Logf("n2: %v failures in %v after the first", n, time.Since(start).Round(time.Millisecond))
+	}
+	if _, ok := e.speakerStatus("n2"); ok {
+		t.Error("n2's SpeakerStatus created without the right to")
+	}
 }
 
 // The pacing: a change of counts alone waits for the counts' interval (here

@@ -196,3 +196,17 @@ func TestSpeakerStatusChangeOf(t *testing.T) {
 		}
 	}
 }
+
+func TestSpeakerStatusBackoff(t *testing.T) {
+	var got []time.Duration
+	d := time.Duration(0)
+	for range 9 {
+		d = speakerStatusBackoff(d)
+		got = append(got, d)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second,
+		32 * time.Second, time.Minute, time.Minute, time.Minute}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
