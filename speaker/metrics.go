@@ -55,7 +55,7 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, s
 		}),
 		speakerStatusFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "herald_speaker_speakerstatus_write_failures_total",
-			Help: "Reads and writes of this node's SpeakerStatus that failed (the error is logged; retried a second later).",
+			Help: "Reads and writes of this node's SpeakerStatus that failed (the error is logged; retried after 1 s, doubled with each failure in a row up to a minute).",
 		}),
 	}
 	reg.MustRegister(m.announced, m.unannounced, m.plans, m.statusWrite, m.statusFailures, m.speakerStatusWrites, m.speakerStatusFailures, &bgpCollector{sessions: sessions,
