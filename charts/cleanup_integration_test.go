@@ -226,6 +226,7 @@ func cleanupFixtures(t *testing.T, admin clients) (svc types.NamespacedName, obj
 		svclbDaemonSet(cleanSvclbNS, "svclb-clean-web"),
 		l2Status(cleanNS, "rbac-apps.clean-web"),
 		bgpStatus(cleanNS, "rbac-apps.clean-web.n1"),
+		speakerStatus(cleanNS, "n1"),
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cleanNS, Name: memberlist}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cleanNS, Name: cleanNS + "-webhook-cert"}},
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: cleanNS, Name: "herald-controller"}},
@@ -283,8 +284,11 @@ func TestCleanupRBAC(t *testing.T) {
 		{"list pods in every namespace", false, func(ctx context.Context) error { _, err := core.Pods("").List(ctx, metav1.ListOptions{}); return err }},
 		{"delete a pod in " + cleanNS, false, func(ctx context.Context) error { return core.Pods(cleanNS).Delete(ctx, "x", do) }},
 		// Status objects.
-		{"list ServiceL2Status and ServiceBGPStatus in " + cleanNS, true, func(ctx context.Context) error {
+		{"list ServiceL2Status, ServiceBGPStatus and SpeakerStatus in " + cleanNS, true, func(ctx context.Context) error {
 			if err := cl.c.List(ctx, &v1beta1.ServiceL2StatusList{}, client.InNamespace(cleanNS)); err != nil {
+				return err
+			}
+			if err := cl.c.List(ctx, &v1beta1.SpeakerStatusList{}, client.InNamespace(cleanNS)); err != nil {
 				return err
 			}
 			return cl.c.List(ctx, &v1beta1.ServiceBGPStatusList{}, client.InNamespace(cleanNS))
@@ -365,8 +369,8 @@ func TestCleanupRunsWithChartRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cleanup as the hook's ServiceAccount: %v", err)
 	}
-	if res.Services < 1 || res.DaemonSets != 1 || res.StatusObjects != 2 || res.Secrets != 2 || res.Leases != 1 {
-		t.Errorf("cleanup removed %s; want 1 Service (or more: other tests' Services), 1 DaemonSet, 2 status objects, 2 Secrets, 1 Lease", res)
+	if res.Services < 1 || res.DaemonSets != 1 || res.StatusObjects != 3 || res.Secrets != 2 || res.Leases != 1 {
+		t.Errorf("cleanup removed %s; want 1 Service (or more: other tests' Services), 1 DaemonSet, 3 status objects, 2 Secrets, 1 Lease", res)
 	}
 	var s corev1.Service
 	if err := admin.c.Get(ctx, svc, &s); err != nil {

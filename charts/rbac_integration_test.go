@@ -230,6 +230,11 @@ func l2Status(ns, name string) *v1beta1.ServiceL2Status {
 		Status: v1beta1.ServiceL2StatusStatus{Node: "rbac-node"}}
 }
 
+func speakerStatus(ns, name string) *v1beta1.SpeakerStatus {
+	return &v1beta1.SpeakerStatus{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Status: v1beta1.SpeakerStatusStatus{Node: name}}
+}
+
 func bgpStatus(ns, name string) *v1beta1.ServiceBGPStatus {
 	return &v1beta1.ServiceBGPStatus{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Status: v1beta1.ServiceBGPStatusStatus{Node: "rbac-node"}}
@@ -546,6 +551,7 @@ func TestControllerRBAC(t *testing.T) {
 		// The speaker's objects.
 		{"create ServiceL2Status", false, func(ctx context.Context) error { return cl.c.Create(ctx, l2Status(rbacNS, "ctl")) }},
 		{"create ServiceBGPStatus", false, func(ctx context.Context) error { return cl.c.Create(ctx, bgpStatus(rbacNS, "ctl")) }},
+		{"create SpeakerStatus", false, func(ctx context.Context) error { return cl.c.Create(ctx, speakerStatus(rbacNS, "ctl")) }},
 	}
 	checks = append(checks, configChecks(cl, rbacNS, true)...)
 	runChecks(t, "controller", checks)
@@ -553,8 +559,9 @@ func TestControllerRBAC(t *testing.T) {
 
 // TestSpeakerRBAC: as the chart's speaker ServiceAccount, what the speaker's code does succeeds (Services,
 // EndpointSlices and Nodes read, configuration read, the namespace's Secrets read and watched, its ServiceL2Status
-// and ServiceBGPStatus objects written, events.k8s.io events) and the rest is refused: any write to Services,
-// Nodes, configuration, Secrets, DaemonSets or Leases, Secrets of other namespaces, status objects elsewhere.
+// and ServiceBGPStatus objects written, its SpeakerStatus read and written, events.k8s.io events) and the rest is
+// refused: any write to Services, Nodes, configuration, Secrets, DaemonSets or Leases, Secrets of other namespaces,
+// status objects elsewhere, listing or deleting SpeakerStatus objects.
 func TestSpeakerRBAC(t *testing.T) {
 	installRBACChecks(t)
 	admin := newClients(t, srv.Config)
@@ -700,6 +707,23 @@ func TestSpeakerRBAC(t *testing.T) {
 		}},
 		{"create ServiceL2Status in " + appsNS, false, func(ctx context.Context) error { return cl.c.Create(ctx, l2Status(appsNS, "x")) }},
 		{"create ServiceBGPStatus in " + appsNS, false, func(ctx context.Context) error { return cl.c.Create(ctx, bgpStatus(appsNS, "x")) }},
+		// Its own SpeakerStatus: read, created and updated by name; never listed, watched or deleted.
+		{"create, get and update SpeakerStatus", true, func(ctx context.Context) error {
+			s := speakerStatus(rbacNS, "rbac-node")
+			if err := cl.c.Create(ctx, s); err != nil {
+				return err
+			}
+			if err := cl.c.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+				return err
+			}
+			s.Status.Members = 3
+			return cl.c.Update(ctx, s)
+		}},
+		{"delete SpeakerStatus", false, func(ctx context.Context) error { return cl.c.Delete(ctx, speakerStatus(rbacNS, "rbac-node")) }},
+		{"list SpeakerStatus", false, func(ctx context.Context) error {
+			return cl.c.List(ctx, &v1beta1.SpeakerStatusList{}, client.InNamespace(rbacNS))
+		}},
+		{"create SpeakerStatus in " + appsNS, false, func(ctx context.Context) error { return cl.c.Create(ctx, speakerStatus(appsNS, "x")) }},
 		// Events: events.k8s.io only.
 		{"create events.k8s.io Event in " + appsNS, true, func(ctx context.Context) error {
 			_, err := cl.cs.EventsV1().Events(appsNS).Create(ctx, newEvent(appsNS, "spk-ev"), metav1.CreateOptions{})

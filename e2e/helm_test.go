@@ -170,6 +170,7 @@ func heraldLeftovers(ctx context.Context, t *testing.T, c client.Client) []strin
 	check("pod", &corev1.PodList{}, client.InNamespace("herald-system"))
 	check("servicel2status", &v1beta1.ServiceL2StatusList{})
 	check("servicebgpstatus", &v1beta1.ServiceBGPStatusList{})
+	check("speakerstatus", &v1beta1.SpeakerStatusList{})
 	check("secret", &corev1.SecretList{}, client.InNamespace("herald-system"))
 	check("webhook configuration", &admissionregistrationv1.ValidatingWebhookConfigurationList{},
 		client.MatchingLabels{"app.kubernetes.io/name": "herald"})

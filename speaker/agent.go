@@ -48,6 +48,7 @@ type Agent struct {
 	log      *slog.Logger
 	mgr      manager.Manager
 	c        client.Client
+	reader   client.Reader // the API server, uncached
 	recorder events.EventRecorder
 	// keySecret follows the memberlist key Secret (by name: the speaker
 	// may not list the namespace's Secrets).
@@ -63,7 +64,14 @@ type Agent struct {
 	// statusq carries the status objects of the newest plan to
 	// writeStatuses.
 	statusq *statusQueue
-	ready   atomic.Bool
+	// speakerPoke asks writeSpeakerStatus to look again (one slot);
+	// speakerCounts are the counts of the last sync (nil before the first);
+	// speakerStatusPasses counts the writer's comparisons (tests: a
+	// positive sign that it looked and found nothing to write).
+	speakerPoke         chan struct{}
+	speakerCounts       atomic.Pointer[speakerCounts]
+	speakerStatusPasses atomic.Uint64
+	ready               atomic.Bool
 	// abrupt: on stop, neither close the announcer nor leave memberlist
 	// (tests: a killed speaker).
 	abrupt atomic.Bool
@@ -144,15 +152,17 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	a := &Agent{
-		o:        o,
-		log:      log,
-		mgr:      mgr,
-		c:        mgr.GetClient(),
-		recorder: mgr.GetEventRecorder("herald-speaker"),
-		kick:     make(chan struct{}, 1),
-		statusq:  newStatusQueue(),
+		o:           o,
+		log:         log,
+		mgr:         mgr,
+		c:           mgr.GetClient(),
+		recorder:    mgr.GetEventRecorder("herald-speaker"),
+		kick:        make(chan struct{}, 1),
+		statusq:     newStatusQueue(),
+		speakerPoke: make(chan struct{}, 1),
 	}
 	reader := mgr.GetAPIReader()
+	a.reader = reader
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating a client: %w", err)
@@ -239,6 +249,9 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 		return fail(err)
 	}
 	if err := mgr.Add(manager.RunnableFunc(a.writeStatuses)); err != nil {
+		return fail(err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(a.writeSpeakerStatus)); err != nil {
 		return fail(err)
 	}
 	if err := mgr.Add(manager.RunnableFunc(a.loop)); err != nil {

@@ -59,6 +59,7 @@ func (a *Agent) watchBFD(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
+			a.pokeSpeakerStatus() // the SpeakerStatus shows every BFD session's state
 			if ev.Removed {
 				continue
 			}

@@ -195,21 +195,18 @@ type bgpPeerInfo struct {
 	bfdProfile string // the BFDProfile of the session, "" for none
 }
 
-// bgpSession is one session as the metrics report it.
+// bgpSession is one session as the metrics and the SpeakerStatus report it.
 type bgpSession struct {
 	bgpPeerInfo
 	addr        netip.Addr
 	established bool
-	counters    *bgp.PeerStats // nil when they could not be read
+	state       string         // the FSM state as announce/bgp names it ("idle", ..., "established")
+	counters    *bgp.PeerStats // nil when they could not be read (or were not asked for)
 }
 
 // bgpSessions lists the node's sessions with their state and counters, for
 // the metrics (read at scrape time).
 func (a *Agent) bgpSessions() []bgpSession {
-	names := map[netip.Addr]bgpPeerInfo{}
-	if p := a.bgpNames.Load(); p != nil {
-		names = *p
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	stats, err := a.bgp.Stats(ctx)
@@ -220,12 +217,26 @@ func (a *Agent) bgpSessions() []bgpSession {
 	for i := range stats {
 		byAddr[stats[i].Peer] = &stats[i]
 	}
+	out := a.bgpSessionStates()
+	for i := range out {
+		out[i].counters = byAddr[out[i].addr]
+	}
+	return out
+}
+
+// bgpSessionStates lists the node's sessions with their state, without the
+// counters (no call into GoBGP: the session manager keeps the states).
+func (a *Agent) bgpSessionStates() []bgpSession {
+	names := map[netip.Addr]bgpPeerInfo{}
+	if p := a.bgpNames.Load(); p != nil {
+		names = *p
+	}
 	var out []bgpSession
 	for _, st := range a.bgp.Peers() {
 		if st.Removed {
 			continue
 		}
-		out = append(out, bgpSession{bgpPeerInfo: names[st.Peer], addr: st.Peer, established: st.Established, counters: byAddr[st.Peer]})
+		out = append(out, bgpSession{bgpPeerInfo: names[st.Peer], addr: st.Peer, established: st.Established, state: st.State})
 	}
 	return out
 }
@@ -250,6 +261,7 @@ func (a *Agent) watchBGP(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
+			a.pokeSpeakerStatus() // the SpeakerStatus shows every session's state
 			prev := last[st.Peer]
 			last[st.Peer] = st
 			if st.Removed {

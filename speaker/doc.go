@@ -100,6 +100,20 @@
 // Service are elected onto different nodes (their pools are advertised on
 // disjoint nodes), the node of the lowest address writes the object.
 //
+// # SpeakerStatus
+//
+// Each speaker keeps one SpeakerStatus about itself in the install
+// namespace, named after its node, labelled herald.dev/node and owned by its
+// Pod: status.node, status.members (alive in its memberlist view, itself
+// included), status.l2Addresses and status.bgpSessions (BGPPeer, router
+// address, established, state, prefixes, BFD state). writeSpeakerStatus
+// keeps it on its own goroutine, from the counts of each sync and the
+// sessions as the session manager and the BFD manager report them now
+// (poked by their watches, and polled every 5 s). It writes only what
+// differs from what it last wrote or read: a change of state within a
+// second, a change of counts alone at most every 30 s
+// (SpeakerStatusTimings).
+//
 // # Stopping
 //
 // On SIGTERM the speaker closes the responders (stops answering), leaves

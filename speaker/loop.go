@@ -298,6 +298,9 @@ func (a *Agent) sync(ctx context.Context) error {
 	rep := reporter(a.o.NodeName, in.Alive)
 	a.met.setUnannounced(rep, res.Unannounced())
 	a.met.plans.Inc()
+	// The node's own report (SpeakerStatus), written by
+	// writeSpeakerStatus at its own pace.
+	a.setSpeakerCounts(speakerCounts{members: len(a.ml.Joined()), l2: len(want.L2)})
 	// The status objects are reports, written by writeStatuses on its own
 	// goroutine: a plan is announced without waiting for them, and one
 	// that cannot be written neither keeps the speaker from being ready

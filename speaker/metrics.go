@@ -19,6 +19,10 @@ type metrics struct {
 	statusFailures prometheus.Counter
 	// writes counts the writes to the API server, by object.
 	writes *prometheus.CounterVec
+	// speakerStatusWrites and speakerStatusFailures: the writes of the
+	// node's SpeakerStatus.
+	speakerStatusWrites   prometheus.Counter
+	speakerStatusFailures prometheus.Counter
 }
 
 // newMetrics registers the speaker's metrics: the announced addresses, the
@@ -51,8 +55,16 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, s
 			Name: "herald_speaker_writes_total",
 			Help: "Writes this speaker sent to the API server, by what was written: service-condition (a patch of a Service's herald.dev/Announced condition, by the reporter, only when the condition changes).",
 		}, []string{"object"}),
+		speakerStatusWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herald_speaker_speakerstatus_writes_total",
+			Help: "Writes (creates and updates) of this node's SpeakerStatus: a state change is written within a second, a change of counts alone at most every 30 s, nothing while nothing changes.",
+		}),
+		speakerStatusFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herald_speaker_speakerstatus_write_failures_total",
+			Help: "Reads and writes of this node's SpeakerStatus that failed (the error is logged; retried after 1 s, doubled with each failure in a row up to a minute).",
+		}),
 	}
-	reg.MustRegister(m.announced, m.unannounced, m.plans, m.statusWrite, m.statusFailures, m.writes, &bgpCollector{sessions: sessions,
+	reg.MustRegister(m.announced, m.unannounced, m.plans, m.statusWrite, m.statusFailures, m.writes, m.speakerStatusWrites, m.speakerStatusFailures, &bgpCollector{sessions: sessions,
 		up: prometheus.NewDesc("herald_bgp_session_up",
 			"1 while the BGP session with the peer is established, 0 otherwise.", []string{"peer", "address"}, nil),
 		prefixes: prometheus.NewDesc("herald_bgp_prefixes_advertised",

@@ -69,6 +69,9 @@ type Options struct {
 	BFD BFDStatus
 	// BGPCloseTimeout bounds the withdraw and Cease on stop (default 2s).
 	BGPCloseTimeout time.Duration
+	// SpeakerStatusTimings pace the writes of the node's SpeakerStatus
+	// (zero: the defaults, 1 s for a state change and 30 s for counts).
+	SpeakerStatusTimings SpeakerStatusTimings
 
 	// NLLBStateFile, when set, is the node's NLLB upstream file (herald
 	// nllb --state-file): the speaker writes the API servers listed in the

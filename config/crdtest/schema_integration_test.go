@@ -106,11 +106,7 @@ func probeAPIServer(ctx context.Context, t *testing.T, kinds []*crdschema.Kind, 
 		admitted.Add(1)
 		obj := configobjs.New(p.Kind)
 		if obj == nil {
-			if p.Kind == "ServiceL2Status" {
-				obj = &v1beta1.ServiceL2Status{}
-			} else {
-				obj = &v1beta1.ServiceBGPStatus{}
-			}
+			obj = StatusObject(t, p.Kind)
 		}
 		if gerr := typed.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); gerr != nil {
 			t.Errorf("%s: admitted, but the typed client cannot read it back: %v", p, gerr)

@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/config/v1beta1"
@@ -130,6 +132,22 @@ func SchemaProbes(t testing.TB, kinds []*crdschema.Kind) []SchemaProbe {
 	return out
 }
 
+// StatusObject is an empty object of a status kind (one the speakers write,
+// not configuration).
+func StatusObject(t testing.TB, kind string) client.Object {
+	t.Helper()
+	switch kind {
+	case "ServiceL2Status":
+		return &v1beta1.ServiceL2Status{}
+	case "ServiceBGPStatus":
+		return &v1beta1.ServiceBGPStatus{}
+	case "SpeakerStatus":
+		return &v1beta1.SpeakerStatus{}
+	}
+	t.Fatalf("%s: neither a configuration kind nor a status kind", kind)
+	return nil
+}
+
 // CheckAdmitted fails when an admitted object cannot be read as its type or
 // config.Parse gives no verdict on it (every problem of an object that is
 // not in use must name its field).
@@ -138,17 +156,8 @@ func CheckAdmitted(t testing.TB, what fmt.Stringer, kind string, stored []byte) 
 	obj := configobjs.New(kind)
 	if obj == nil {
 		// A status kind: the typed decoder must read it.
-		var probe struct {
-			Status v1beta1.ServiceL2StatusStatus `json:"status"`
-		}
-		if kind == "ServiceBGPStatus" {
-			var b v1beta1.ServiceBGPStatus
-			if err := json.Unmarshal(stored, &b); err != nil {
-				t.Errorf("%s: admitted, but the typed decoder cannot read it: %v", what, err)
-			}
-			return
-		}
-		if err := json.Unmarshal(stored, &probe); err != nil {
+		st := StatusObject(t, kind)
+		if err := json.Unmarshal(stored, st); err != nil {
 			t.Errorf("%s: admitted, but the typed decoder cannot read it: %v", what, err)
 		}
 		return

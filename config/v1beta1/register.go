@@ -26,6 +26,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&BFDProfile{}, &BFDProfileList{},
 		&ServiceL2Status{}, &ServiceL2StatusList{},
 		&ServiceBGPStatus{}, &ServiceBGPStatusList{},
+		&SpeakerStatus{}, &SpeakerStatusList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -287,8 +287,9 @@ func (r *runner) daemonSets(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// statusObjects deletes the speakers' ServiceL2Status and ServiceBGPStatus
-// objects in the release namespace (every one: the kinds are Herald's).
+// statusObjects deletes the speakers' ServiceL2Status, ServiceBGPStatus and
+// SpeakerStatus objects in the release namespace (every one: the kinds are
+// Herald's).
 func (r *runner) statusObjects(ctx context.Context) error {
 	type item struct {
 		kind string
@@ -309,6 +310,13 @@ func (r *runner) statusObjects(ctx context.Context) error {
 	}
 	for i := range bgp.Items {
 		items = append(items, item{"ServiceBGPStatus", &bgp.Items[i]})
+	}
+	var sp v1beta1.SpeakerStatusList
+	if err := r.c.List(ctx, &sp, client.InNamespace(r.o.Namespace)); err != nil {
+		errs = append(errs, fmt.Errorf("listing SpeakerStatus in %s: %w", r.o.Namespace, err))
+	}
+	for i := range sp.Items {
+		items = append(items, item{"SpeakerStatus", &sp.Items[i]})
 	}
 	for _, it := range items {
 		name := r.o.Namespace + "/" + it.obj.GetName()

@@ -181,14 +181,16 @@ func TestCleanupRemovesOnlyHeralds(t *testing.T) {
 	}
 	l2 := &v1beta1.ServiceL2Status{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cl-apps.lb"}, Status: v1beta1.ServiceL2StatusStatus{Node: "n1"}}
 	bgp := &v1beta1.ServiceBGPStatus{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cl-apps.lb.n1"}, Status: v1beta1.ServiceBGPStatusStatus{Node: "n1"}}
+	sp := &v1beta1.SpeakerStatus{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "n1"}, Status: v1beta1.SpeakerStatusStatus{Node: "n1", Members: 2}}
 	l2Elsewhere := &v1beta1.ServiceL2Status{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "cl-apps.lb"}}
+	spElsewhere := &v1beta1.SpeakerStatus{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "n1"}}
 	memberlist := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: config.DefaultMemberlistSecret}, Data: map[string][]byte{config.MemberlistKey: make([]byte, 32)}}
 	webhook := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-webhook-cert"}}
 	userSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "peer-password"}, StringData: map[string]string{"password": "x"}}
 	sameNameElsewhere := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "herald-memberlist"}}
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-controller"}}
 	otherLease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}}
-	for _, o := range []client.Object{l2, bgp, l2Elsewhere, memberlist, webhook, userSecret, sameNameElsewhere, lease, otherLease} {
+	for _, o := range []client.Object{l2, bgp, sp, l2Elsewhere, spElsewhere, memberlist, webhook, userSecret, sameNameElsewhere, lease, otherLease} {
 		e.create(o)
 	}
 	// Pods that do not hold the cleanup: a finished controller pod of the release, a running one of another release.
@@ -204,7 +206,7 @@ func TestCleanupRemovesOnlyHeralds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if want := (Result{Services: 3, DaemonSets: 1, StatusObjects: 2, Secrets: 2, Leases: 1}); res != want {
+	if want := (Result{Services: 3, DaemonSets: 1, StatusObjects: 3, Secrets: 2, Leases: 1}); res != want {
 		t.Errorf("Run removed %+v, want %+v", res, want)
 	}
 
@@ -237,7 +239,7 @@ func TestCleanupRemovesOnlyHeralds(t *testing.T) {
 		}
 	}
 
-	gone := map[string]client.Object{"Herald's svclb DaemonSet": heraldDS, "ServiceL2Status": l2, "ServiceBGPStatus": bgp,
+	gone := map[string]client.Object{"Herald's svclb DaemonSet": heraldDS, "ServiceL2Status": l2, "ServiceBGPStatus": bgp, "SpeakerStatus": sp,
 		"memberlist Secret": memberlist, "webhook cert Secret": webhook, "Lease": lease}
 	for what, o := range gone {
 		if e.exists(o) {
@@ -245,7 +247,8 @@ func TestCleanupRemovesOnlyHeralds(t *testing.T) {
 		}
 	}
 	kept := map[string]client.Object{"a DaemonSet without Herald's labels": otherDS, "a Herald-labelled DaemonSet outside the ServiceLB namespace": elsewhereDS,
-		"a ServiceL2Status outside the release namespace": l2Elsewhere, "the user's Secret": userSecret,
+		"a ServiceL2Status outside the release namespace": l2Elsewhere, "a SpeakerStatus outside the release namespace": spElsewhere,
+		"the user's Secret":                   userSecret,
 		"a Secret of the same name elsewhere": sameNameElsewhere, "another Lease": otherLease}
 	for what, o := range kept {
 		if !e.exists(o) {
