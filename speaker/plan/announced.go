@@ -50,22 +50,31 @@ func (r Result) Announcements(svcs []Service) map[string]Announcement {
 	return out
 }
 
-// addrState is how one address is announced, or why not.
-type addrState struct {
-	addr     netip.Addr
-	l2, bgp  bool
-	reason   Reason
-	sentence string
+// AddressState is how one address is announced, or why not: what the
+// Announced condition says of it, and what `kubectl herald explain` shows.
+type AddressState struct {
+	Addr netip.Addr
+	// L2 and BGP say whether a node is elected for the address over
+	// layer 2, and whether a node advertises it over BGP.
+	L2, BGP bool
+	// L2Applies and BGPApplies say whether an advertisement of that
+	// protocol applies to the address, announced or not.
+	L2Applies, BGPApplies bool
+	// Reason is the reason Unannounced gives the address (NotInPool for
+	// an address in no pool), "" when it is announced; Sentence says it in
+	// words.
+	Reason   Reason
+	Sentence string
 }
 
 // announcement is the Announcement of a Service holding addrs (sorted,
 // without duplicates); false when none of them lies in an address pool.
 func (r Result) announcement(addrs []netip.Addr) (Announcement, bool) {
-	states := make([]addrState, 0, len(addrs))
+	states := make([]AddressState, 0, len(addrs))
 	inPool := false
 	for _, a := range addrs {
-		st := r.addrState(a)
-		inPool = inPool || st.reason != NotInPool
+		st := r.AddressState(a)
+		inPool = inPool || st.Reason != NotInPool
 		states = append(states, st)
 	}
 	if !inPool {
@@ -75,29 +84,29 @@ func (r Result) announcement(addrs []netip.Addr) (Announcement, bool) {
 	var done, parts []string
 	var announced []string
 	for i, st := range states {
-		if st.reason == "" {
-			announced = append(announced, st.addr.String()+" over "+st.how())
+		if st.Reason == "" {
+			announced = append(announced, st.Addr.String()+" over "+st.how())
 			continue
 		}
 		if an.Reason == "" {
-			an.Reason = st.reason
+			an.Reason = st.Reason
 		}
-		if slices.Contains(done, st.sentence) {
+		if slices.Contains(done, st.Sentence) {
 			continue
 		}
-		done = append(done, st.sentence)
+		done = append(done, st.Sentence)
 		// The addresses with the same sentence, in one part.
 		var same []string
 		for _, o := range states[i:] {
-			if o.reason != "" && o.sentence == st.sentence {
-				same = append(same, o.addr.String())
+			if o.Reason != "" && o.Sentence == st.Sentence {
+				same = append(same, o.Addr.String())
 			}
 		}
 		verb := " is"
 		if len(same) > 1 {
 			verb = " are"
 		}
-		parts = append(parts, strings.Join(same, ", ")+verb+" not announced: "+st.sentence)
+		parts = append(parts, strings.Join(same, ", ")+verb+" not announced: "+st.Sentence)
 	}
 	if an.Reason == "" {
 		an.Announced = true
@@ -112,43 +121,39 @@ func (r Result) announcement(addrs []netip.Addr) (Announcement, bool) {
 }
 
 // how names the protocols an announced address is announced over.
-func (s addrState) how() string {
+func (s AddressState) how() string {
 	switch {
-	case s.l2 && s.bgp:
+	case s.L2 && s.BGP:
 		return "layer 2 and BGP"
-	case s.l2:
+	case s.L2:
 		return "layer 2"
 	}
 	return "BGP"
 }
 
-// addrState says how address a is announced, or why not: the reason
-// Unannounced gives it (NotInPool for an address in no pool), with its
-// sentence.
-func (r Result) addrState(a netip.Addr) addrState {
-	st := addrState{addr: a, bgp: r.bgpAdvertised(a)}
-	_, st.l2 = r.L2Winner(a)
-	if st.l2 || st.bgp {
-		return st
-	}
-	i, ok := slices.BinarySearchFunc(r.L2Skipped, a, func(s L2Skipped, a netip.Addr) int { return s.Addr.Compare(a) })
-	if !ok {
-		// Not an address of the Inputs' Services: the caller's bug.
-		st.reason = NotInPool
-		st.sentence = sentence(NotInPool, false, false)
-		return st
-	}
-	l2Reason := r.L2Skipped[i].Reason
-	st.reason = r.unannouncedReason(r.L2Skipped[i])
-	// Which protocols apply to the address, for the eligibility sentence:
-	// layer 2 unless no L2Advertisement does, BGP when a BGPAdvertisement
-	// does.
-	l2Applies := l2Reason != NoL2Advertisement && l2Reason != NotInPool
-	bgpApplies := false
+// AddressState says how address a is announced, or why not.
+func (r Result) AddressState(a netip.Addr) AddressState {
+	st := AddressState{Addr: a, BGP: r.bgpAdvertised(a)}
+	_, st.L2 = r.L2Winner(a)
+	i, skipped := slices.BinarySearchFunc(r.L2Skipped, a, func(s L2Skipped, a netip.Addr) int { return s.Addr.Compare(a) })
+	// Which protocols apply to the address: layer 2 unless no
+	// L2Advertisement does, BGP when a BGPAdvertisement does.
+	st.L2Applies = st.L2 || (skipped && r.L2Skipped[i].Reason != NoL2Advertisement && r.L2Skipped[i].Reason != NotInPool)
 	if j, ok := slices.BinarySearchFunc(r.BGPSkipped, a, func(b BGPSkipped, a netip.Addr) int { return b.Addr.Compare(a) }); ok {
-		bgpApplies = r.BGPSkipped[j].Reason != NoBGPAdvertisement && r.BGPSkipped[j].Reason != NotInPool
+		st.BGPApplies = r.BGPSkipped[j].Reason != NoBGPAdvertisement && r.BGPSkipped[j].Reason != NotInPool
 	}
-	st.sentence = sentence(st.reason, l2Applies, bgpApplies)
+	st.BGPApplies = st.BGPApplies || st.BGP
+	switch {
+	case st.L2 || st.BGP:
+	case !skipped:
+		// Not an address of the Inputs' Services: the caller's bug.
+		st.Reason = NotInPool
+	default:
+		st.Reason = r.unannouncedReason(r.L2Skipped[i])
+	}
+	if st.Reason != "" {
+		st.Sentence = sentence(st.Reason, st.L2Applies, st.BGPApplies)
+	}
 	return st
 }
 
