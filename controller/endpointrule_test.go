@@ -8,11 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/herald-lb/herald/speaker"
+	"github.com/herald-lb/herald/speaker/inputs"
 )
 
 // TestEndpointRuleAgrees: for a Service with externalTrafficPolicy Local, the
-// nodes the speaker may announce it from (speaker.BuildInputs) and the nodes
+// nodes the speaker may announce it from (inputs.Build (speaker/inputs)) and the nodes
 // the ServiceLB status lists as serving it (servingNodes) are the same, for
 // every mix of ready, serving and terminating endpoints. Both read
 // config/endpoints; before it, the ServiceLB status counted ready endpoints
@@ -53,7 +53,7 @@ func TestEndpointRuleAgrees(t *testing.T) {
 				pods:   []corev1.Pod{pod("p1", "a", true, ""), pod("p2", "b", true, ""), pod("p3", "c", true, "")},
 				slices: []discoveryv1.EndpointSlice{sl}})
 
-			in := speaker.BuildInputs(speaker.Snapshot{Services: []corev1.Service{*svc}, Slices: []discoveryv1.EndpointSlice{sl}, Nodes: nodes})
+			in := inputs.Build(inputs.Snapshot{Services: []corev1.Service{*svc}, Slices: []discoveryv1.EndpointSlice{sl}, Nodes: nodes})
 			if len(in.Services) != 1 {
 				t.Fatalf("the speaker plans %d Services, want 1", len(in.Services))
 			}

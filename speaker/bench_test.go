@@ -12,6 +12,7 @@ import (
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/nodeaddr"
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/speaker/inputs"
 	"github.com/herald-lb/herald/speaker/plan"
 )
 
@@ -19,7 +20,7 @@ import (
 // nodes and 1,000 LoadBalancer Services (a quarter dual-stack, a third
 // Local), each with one EndpointSlice of three endpoints on three nodes,
 // plus 1,000 ClusterIP Services the speaker skips.
-func benchSnapshot() (Snapshot, config.Objects) {
+func benchSnapshot() (inputs.Snapshot, config.Objects) {
 	objs := config.Objects{
 		Pools: []v1beta1.IPAddressPool{
 			{ObjectMeta: metav1.ObjectMeta{Name: "v4"}, Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"10.0.0.0/16"}}},
@@ -32,7 +33,7 @@ func benchSnapshot() (Snapshot, config.Objects) {
 				NodeSelectors: []v1beta1.LabelSelector{{MatchLabels: map[string]v1beta1.LabelValue{"zone": "a"}}}}},
 		},
 	}
-	var s Snapshot
+	var s inputs.Snapshot
 	for i := range 100 {
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("worker-%03d", i),
 			Labels: map[string]string{"zone": string(rune('a' + i%4)), "kubernetes.io/hostname": fmt.Sprintf("worker-%03d", i)}},
@@ -77,11 +78,11 @@ func BenchmarkReplan(b *testing.B) {
 	var n int
 	for b.Loop() {
 		snap.Config = config.ParseKeepingLastValid(objs).Config
-		res := plan.Compute(BuildInputs(snap))
+		res := plan.Compute(inputs.Build(snap))
 		n = len(res.For(self.Name).L2)
 		_ = PeerAddrs(snap.Nodes, selfIP, 7946)
 	}
-	if n == 0 && len(plan.Compute(BuildInputs(snap)).L2) == 0 {
+	if n == 0 && len(plan.Compute(inputs.Build(snap)).L2) == 0 {
 		b.Fatal("nothing announced")
 	}
 }
@@ -91,7 +92,7 @@ func BenchmarkReplan(b *testing.B) {
 // half of the nodes labelled for it, a BGP pool advertised with a community
 // to 4 peers, half the Services in each; 7 in 10 IPv4, 2 dual-stack, 1 IPv6;
 // 1 in 10 Local; one EndpointSlice of three ready endpoints each.
-func siteSnapshot(nodes, services int) (Snapshot, config.Objects) {
+func siteSnapshot(nodes, services int) (inputs.Snapshot, config.Objects) {
 	objs := config.Objects{
 		Pools: []v1beta1.IPAddressPool{
 			{ObjectMeta: metav1.ObjectMeta{Name: "l2"}, Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.18.0.0/16", "fd00:18::/112"}}},
@@ -107,7 +108,7 @@ func siteSnapshot(nodes, services int) (Snapshot, config.Objects) {
 		objs.Peers = append(objs.Peers, v1beta1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("router-%d", r)},
 			Spec: v1beta1.BGPPeerSpec{MyASN: 64500, PeerASN: uint32(64500 + r), PeerAddress: fmt.Sprintf("192.0.2.%d", r+1)}})
 	}
-	var s Snapshot
+	var s inputs.Snapshot
 	for i := range nodes {
 		name := fmt.Sprintf("node-%04d", i)
 		labels := map[string]string{"kubernetes.io/hostname": name}
@@ -163,7 +164,7 @@ func BenchmarkReplanSite(b *testing.B) {
 			var routes int
 			for b.Loop() {
 				snap.Config = config.ParseKeepingLastValid(objs).Config
-				res := plan.Compute(BuildInputs(snap))
+				res := plan.Compute(inputs.Build(snap))
 				routes = len(res.For(self).BGP.Routes)
 				_ = res.Unannounced()
 				_ = res.L2Statuses(self)

@@ -22,6 +22,7 @@ import (
 	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/speaker/inputs"
 )
 
 // The speaker's cache holds Services, EndpointSlices and Nodes trimmed by
@@ -227,7 +228,7 @@ func cacheCorpus() ([]corev1.Service, []discoveryv1.EndpointSlice, []corev1.Node
 					node.Status.Addresses = append(node.Status.Addresses, a)
 				}
 				if excluded {
-					node.Labels[LabelExcludeFromLB] = ""
+					node.Labels[inputs.LabelExcludeFromLB] = ""
 				}
 				junkMeta(&node.ObjectMeta)
 				node.Namespace = ""
@@ -252,8 +253,8 @@ func TestCacheTransformsKeepTheInputs(t *testing.T) {
 	alive := []string{"n0", "n1", "n2"}
 	for _, onlyClass := range []bool{false, true} {
 		for _, c := range []*config.Config{nil, cfg} {
-			whole := BuildInputs(Snapshot{Config: c, Services: svcs, Slices: slices, Nodes: nodes, Alive: alive, OnlyClass: onlyClass})
-			trimmed := BuildInputs(Snapshot{Config: c, Services: tSvcs, Slices: tSlices, Nodes: tNodes, Alive: alive, OnlyClass: onlyClass})
+			whole := inputs.Build(inputs.Snapshot{Config: c, Services: svcs, Slices: slices, Nodes: nodes, Alive: alive, OnlyClass: onlyClass})
+			trimmed := inputs.Build(inputs.Snapshot{Config: c, Services: tSvcs, Slices: tSlices, Nodes: tNodes, Alive: alive, OnlyClass: onlyClass})
 			if len(whole.Services) < 15 || len(whole.Nodes) != len(nodes) {
 				t.Fatalf("the corpus makes %d Service inputs: too few to say anything", len(whole.Services))
 			}
@@ -274,7 +275,7 @@ func TestCacheTransformsKeepTheInputs(t *testing.T) {
 		}
 	}
 	// The corpus must make every read field count.
-	whole := BuildInputs(Snapshot{Config: cfg, Services: svcs, Slices: slices, Nodes: nodes, Alive: alive})
+	whole := inputs.Build(inputs.Snapshot{Config: cfg, Services: svcs, Slices: slices, Nodes: nodes, Alive: alive})
 	var local, labelled, withEndpoints, netDown, excluded, withAddrs int
 	for _, s := range whole.Services {
 		if s.Local {

@@ -9,7 +9,7 @@
 //	cache (Services, EndpointSlices, Nodes, config,     memberlist (members)
 //	       ServiceL2Status, the key Secret)                  |
 //	              \__________ Snapshot __________________/
-//	                             | BuildInputs (pure, table-tested)
+//	                             | inputs.Build (pure, table-tested)
 //	                             v
 //	                  plan.Compute -> Result.For(node)
 //	                             |

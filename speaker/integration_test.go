@@ -16,6 +16,7 @@ import (
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/speaker/inputs"
 )
 
 // twoNodes creates two Nodes and a dual-stack pool advertised over L2, and
@@ -196,7 +197,7 @@ func TestExcludedNode(t *testing.T) {
 	if err := e.c.Get(e.ctx, client.ObjectKey{Name: winner}, &n); err != nil {
 		t.Fatal(err)
 	}
-	n.Labels = map[string]string{LabelExcludeFromLB: "true"}
+	n.Labels = map[string]string{inputs.LabelExcludeFromLB: "true"}
 	if err := e.c.Update(e.ctx, &n); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/speaker/inputs"
 	"github.com/herald-lb/herald/speaker/plan"
 )
 
@@ -209,20 +210,20 @@ func (a *Agent) waitForPeers(ctx context.Context) {
 
 // snapshot reads the cache. The objects are the cache's own, not copies
 // (a re-plan at 10,000 Services copied 28 MB of them): the snapshot is read
-// and never written, by BuildInputs, the planner and the status writer
+// and never written, by inputs.Build, the planner and the status writer
 // (TestSnapshotReadOnly).
-func (a *Agent) snapshot(ctx context.Context) (Snapshot, error) {
+func (a *Agent) snapshot(ctx context.Context) (inputs.Snapshot, error) {
 	var svcs corev1.ServiceList
 	var eps discoveryv1.EndpointSliceList
 	var nodes corev1.NodeList
 	for _, l := range []client.ObjectList{&svcs, &eps, &nodes} {
 		if err := a.c.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-			return Snapshot{}, err
+			return inputs.Snapshot{}, err
 		}
 	}
 	objs, err := a.listConfig(ctx)
 	if err != nil {
-		return Snapshot{}, err
+		return inputs.Snapshot{}, err
 	}
 	res := config.ParseKeepingLastValid(objs)
 	if p := res.Problems(); p.Error() != a.problems {
@@ -231,7 +232,7 @@ func (a *Agent) snapshot(ctx context.Context) (Snapshot, error) {
 			a.log.Info("configuration problems (the controller reports them on the objects; the speaker uses the valid or last valid objects)", "problems", p.Error())
 		}
 	}
-	return Snapshot{
+	return inputs.Snapshot{
 		Config:    res.Config,
 		Services:  svcs.Items,
 		Slices:    eps.Items,
@@ -257,7 +258,7 @@ func (a *Agent) sync(ctx context.Context) error {
 	}
 	a.ml.SetPeers(PeerAddrs(snap.Nodes, a.ml.Addr().Addr(), int(a.ml.Addr().Port())))
 	a.followKey()
-	in := BuildInputs(snap)
+	in := inputs.Build(snap)
 	res := plan.Compute(in)
 	want := res.For(a.o.NodeName)
 

@@ -17,6 +17,7 @@ import (
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/internal/cachetrim"
+	"github.com/herald-lb/herald/speaker/inputs"
 	"github.com/herald-lb/herald/speaker/plan"
 )
 
@@ -118,7 +119,7 @@ func TestSnapshotReadOnly(t *testing.T) {
 		snap.Services[i].Labels = map[string]string{"app": snap.Services[i].Name}
 		snap.Services[i].Annotations = map[string]string{svcstatus.AnnotationPool: "v4"}
 	}
-	before := Snapshot{
+	before := inputs.Snapshot{
 		Services: slices.Clone(snap.Services), Slices: slices.Clone(snap.Slices), Nodes: slices.Clone(snap.Nodes),
 		Alive: slices.Clone(snap.Alive),
 	}
@@ -135,7 +136,7 @@ func TestSnapshotReadOnly(t *testing.T) {
 	// What sync and the status writer do with a snapshot.
 	self := snap.Nodes[1].Name
 	_ = PeerAddrs(snap.Nodes, netip.MustParseAddr("192.168.0.2"), 7946)
-	in := BuildInputs(snap)
+	in := inputs.Build(snap)
 	res := plan.Compute(in)
 	want := res.For(self)
 	if len(want.L2) == 0 || len(want.BGP.Routes) == 0 {

@@ -75,7 +75,7 @@ func ManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// SpeakerService keeps what a speaker reads of a Service (speaker.BuildInputs,
+// SpeakerService keeps what a speaker reads of a Service (inputs.Build (speaker/inputs),
 // config/svcstatus, its status writers and events):
 //
 //   - metadata: name, namespace, uid, resourceVersion, generation,
@@ -192,7 +192,7 @@ func EndpointSlice(obj any) (any, error) {
 	return out, nil
 }
 
-// Node keeps what the speaker (speaker.NodeInput, its memberlist peers) and
+// Node keeps what the speaker (inputs.Node (speaker/inputs), its memberlist peers) and
 // the controller (ServiceLB placement and status, its Node predicate) read of
 // a Node: the identity, the labels, spec.unschedulable, status.addresses, and
 // the NetworkUnavailable condition's type and status. Gone: the image list,

@@ -1,7 +1,11 @@
-package speaker
+// Package inputs turns the API objects a speaker watches into the planner's
+// inputs: which Services are announced, with which addresses and endpoint
+// nodes, and what the planner needs of each Node. It is pure, and it is the
+// one definition the speakers and `kubectl herald` (package explain) plan
+// from.
+package inputs
 
 import (
-	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +23,7 @@ import (
 const LabelExcludeFromLB = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 // Snapshot is what the speaker's cache holds at one moment: the raw objects
-// the plan depends on. BuildInputs turns it into plan.Inputs.
+// the plan depends on. Build turns it into plan.Inputs.
 type Snapshot struct {
 	Config    *config.Config
 	Services  []corev1.Service
@@ -29,11 +33,11 @@ type Snapshot struct {
 	OnlyClass bool
 }
 
-// BuildInputs converts a snapshot into the planner's inputs. It is pure:
+// Build converts a snapshot into the planner's inputs. It is pure:
 // Services Herald does not serve (type, class, being deleted) or that hold
 // no address are left out; endpoints are reduced to the nodes that have a
 // usable one (config/endpoints: the rule the ServiceLB status uses too).
-func BuildInputs(s Snapshot) plan.Inputs {
+func Build(s Snapshot) plan.Inputs {
 	in := plan.Inputs{Config: s.Config, Alive: slices.Clone(s.Alive)}
 	eps := endpoints.ByService(s.Slices)
 	for i := range s.Services {
@@ -55,7 +59,7 @@ func BuildInputs(s Snapshot) plan.Inputs {
 		})
 	}
 	for i := range s.Nodes {
-		in.Nodes = append(in.Nodes, NodeInput(&s.Nodes[i]))
+		in.Nodes = append(in.Nodes, Node(&s.Nodes[i]))
 	}
 	return in
 }
@@ -72,8 +76,8 @@ func inNodePool(cfg *config.Config, svc *corev1.Service) bool {
 	return p != nil && p.NodeAddresses != nil
 }
 
-// NodeInput is what the planner needs of a Node.
-func NodeInput(n *corev1.Node) plan.Node {
+// Node is what the planner needs of a Node.
+func Node(n *corev1.Node) plan.Node {
 	_, excluded := n.Labels[LabelExcludeFromLB]
 	out := plan.Node{Name: n.Name, Labels: labels.Set(n.Labels), Excluded: excluded}
 	for _, c := range n.Status.Conditions {
@@ -83,19 +87,4 @@ func NodeInput(n *corev1.Node) plan.Node {
 	}
 	out.Addrs = nodeaddr.Of(n, corev1.NodeInternalIP)
 	return out
-}
-
-// PeerAddrs returns the memberlist addresses of the speakers to join: the
-// first InternalIP of each Node of the same family as self (the speakers
-// run with hostNetwork, so a node's address is its speaker's), at port,
-// sorted. Nodes without such an address are skipped.
-func PeerAddrs(nodes []corev1.Node, self netip.Addr, port int) []netip.AddrPort {
-	var out []netip.AddrPort
-	for i := range nodes {
-		if a, ok := nodeaddr.First(&nodes[i], corev1.NodeInternalIP, self.Is4()); ok {
-			out = append(out, netip.AddrPortFrom(a, uint16(port)))
-		}
-	}
-	slices.SortFunc(out, netip.AddrPort.Compare)
-	return slices.Compact(out)
 }

@@ -1,4 +1,4 @@
-package speaker
+package inputs
 
 import (
 	"net/netip"
@@ -27,7 +27,7 @@ func readySlice(ns, svc string, nodes ...string) discoveryv1.EndpointSlice {
 	return s
 }
 
-func TestNodeInput(t *testing.T) {
+func TestNode(t *testing.T) {
 	tests := []struct {
 		name string
 		node corev1.Node
@@ -49,7 +49,7 @@ func TestNodeInput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := NodeInput(&tc.node)
+			got := Node(&tc.node)
 			if len(got.Labels) == 0 {
 				got.Labels = nil
 			}
@@ -69,7 +69,7 @@ func lbService(ns, name string, class *string, typ corev1.ServiceType, etp corev
 	return s
 }
 
-func TestBuildInputs(t *testing.T) {
+func TestBuild(t *testing.T) {
 	lb, cl := corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyCluster
 	local := corev1.ServiceExternalTrafficPolicyLocal
 	other := ptr.To("example.com/other")
@@ -92,7 +92,7 @@ func TestBuildInputs(t *testing.T) {
 		Nodes:  []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "n2"}}},
 		Alive:  []string{"n1", "n2"},
 	}
-	got := BuildInputs(snap)
+	got := Build(snap)
 	want := []plan.Service{
 		{Key: "a/web", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")}, EndpointNodes: []string{"n1"},
 			Labels: labels.Set{"app": "web"}},
@@ -106,7 +106,7 @@ func TestBuildInputs(t *testing.T) {
 	}
 
 	snap.OnlyClass = true
-	got = BuildInputs(snap)
+	got = Build(snap)
 	if len(got.Services) != 1 || got.Services[0].Key != "a/loc" {
 		t.Errorf("onlyClass: got %+v, want only a/loc", got.Services)
 	}
@@ -114,7 +114,7 @@ func TestBuildInputs(t *testing.T) {
 
 // A Service placed in a node-address pool lists the nodes' own addresses in
 // its status: never an input, even when a node address lies in a pool range.
-func TestBuildInputsSkipsNodeAddressServices(t *testing.T) {
+func TestBuildSkipsNodeAddressServices(t *testing.T) {
 	lb, cl := corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyCluster
 	cfg := &config.Config{Pools: []*config.Pool{
 		{Name: "addrs", Ranges: []config.Range{{First: netip.MustParseAddr("10.0.0.0"), Last: netip.MustParseAddr("10.0.0.255")}}},
@@ -124,32 +124,8 @@ func TestBuildInputsSkipsNodeAddressServices(t *testing.T) {
 	svclb.Annotations = map[string]string{svcstatus.AnnotationPool: "nodes"}
 	old := lbService("a", "old", nil, lb, cl, "10.0.0.8")
 	old.Annotations = map[string]string{svcstatus.AnnotationPool: "addrs"} // an older version's annotation
-	got := BuildInputs(Snapshot{Config: cfg, Services: []corev1.Service{svclb, old}})
+	got := Build(Snapshot{Config: cfg, Services: []corev1.Service{svclb, old}})
 	if len(got.Services) != 1 || got.Services[0].Key != "a/old" {
 		t.Fatalf("services %+v, want only a/old", got.Services)
-	}
-}
-
-func TestPeerAddrs(t *testing.T) {
-	node := func(name string, addrs ...corev1.NodeAddress) corev1.Node {
-		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Addresses: addrs}}
-	}
-	in := func(a string) corev1.NodeAddress { return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a} }
-	ext := func(a string) corev1.NodeAddress { return corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: a} }
-	nodes := []corev1.Node{
-		node("n2", in("fd00::2"), in("192.168.1.2")),
-		node("n1", ext("203.0.113.1"), in("192.168.1.1"), in("fd00::1")),
-		node("n3", ext("192.168.1.3")),
-		node("n4", in("bogus")),
-	}
-	got := PeerAddrs(nodes, netip.MustParseAddr("192.168.1.1"), 7946)
-	want := []netip.AddrPort{netip.MustParseAddrPort("192.168.1.1:7946"), netip.MustParseAddrPort("192.168.1.2:7946")}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("v4: got %v, want %v", got, want)
-	}
-	got = PeerAddrs(nodes, netip.MustParseAddr("fd00::9"), 7946)
-	want = []netip.AddrPort{netip.MustParseAddrPort("[fd00::1]:7946"), netip.MustParseAddrPort("[fd00::2]:7946")}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("v6: got %v, want %v", got, want)
 	}
 }
