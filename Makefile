@@ -23,7 +23,7 @@ STATICCHECK := $(HERALD_CACHE)/tools/staticcheck-$(STATICCHECK_VERSION)/staticch
 SHELLCHECK ?= shellcheck
 # promtool comes from Debian's prometheus package (install.sh lint installs it when missing).
 PROMTOOL ?= promtool
-SHELL_SCRIPTS := .ci/run e2e/metallb/build.sh e2e/metallb/hostcheck.sh e2e/metallb/images.sh e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh) \
+SHELL_SCRIPTS := .ci/run cmd/kubectl-herald/krew.sh e2e/metallb/build.sh e2e/metallb/hostcheck.sh e2e/metallb/images.sh e2e/lab/lab e2e/lab/install.sh e2e/lab/herald-image.sh e2e/lab/lib_test.sh e2e/lab/failover-summary.sh e2e/lab/percentiles.sh e2e/lab/bgp-timing-summary.sh $(wildcard e2e/lab/lib/*.sh) \
   e2e/kind/kind.sh e2e/kind/lib.sh e2e/kind/cluster.sh e2e/kind/router/run.sh e2e/kind/node/entrypoint e2e/kind/node/setup.sh
 
 # controller-gen writes the deepcopy functions next to the types and the CRDs into config/crd.
@@ -33,9 +33,32 @@ CONTROLLER_GEN_ARGS := object paths=./config/... crd paths=./config/... output:c
 
 all: lint test build
 
-## build: the herald binary, and herald-ccm (the cloud controller manager `herald ccm` runs), in bin/
+## build: the herald binary, herald-ccm (the cloud controller manager `herald ccm` runs) and the kubectl plugin
+## kubectl-herald (copy it onto the PATH: `kubectl herald explain svc/NAME`), in bin/
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/herald ./cmd/herald-ccm
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/herald ./cmd/herald-ccm ./cmd/kubectl-herald
+
+## krew: the kubectl plugin's release archives (linux and darwin, amd64 and arm64) and the krew manifest that installs
+## them, in KREW_OUT (default dist/krew); KREW_URL_BASE is where the archives are to be published
+KREW_OUT ?= dist/krew
+KREW_URL_BASE ?= https://github.com/herald-lb/herald/releases/download/$(VERSION)
+.PHONY: krew krew-check
+krew:
+	./cmd/kubectl-herald/krew.sh $(KREW_OUT) $(VERSION) $(KREW_URL_BASE)
+
+## krew-check: the manifest of `make krew` as krew reads it: validate-krew-manifest, then krew itself installs the
+## host's archive from the file into a throwaway KREW_ROOT and the installed `kubectl-herald version` runs (krew
+## $(KREW_VERSION) from the Go module proxy, cached)
+KREW_VERSION := v0.4.3
+KREW_TOOLS := $(HERALD_CACHE)/tools/krew-$(KREW_VERSION)
+krew-check: krew
+	@test -x $(KREW_TOOLS)/krew -a -x $(KREW_TOOLS)/validate-krew-manifest || \
+	  GOBIN=$(KREW_TOOLS) $(GO) install sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION) sigs.k8s.io/krew/cmd/validate-krew-manifest@$(KREW_VERSION)
+	$(KREW_TOOLS)/validate-krew-manifest -skip-install -manifest $(KREW_OUT)/herald.yaml
+	root=$$(mktemp -d) && trap 'rm -rf "$$root"' EXIT && \
+	  KREW_ROOT=$$root $(KREW_TOOLS)/krew install --manifest=$(KREW_OUT)/herald.yaml \
+	    --archive=$(KREW_OUT)/kubectl-herald_$$($(GO) env GOOS)_$$($(GO) env GOARCH).tar.gz && \
+	  $$root/bin/kubectl-herald version
 
 ## test: unit tests with the race detector
 test:
