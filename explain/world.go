@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,6 +75,9 @@ func Gather(ctx context.Context, c client.Reader, namespace, service string, onl
 		{"SpeakerStatuses in " + namespace, &sts, []client.ListOption{client.InNamespace(namespace)}},
 	} {
 		if err := c.List(ctx, l.list, l.opts...); err != nil {
+			if l.list == &sts && meta.IsNoMatchError(err) {
+				continue // a release older than SpeakerStatus: the sessions' states are unknown
+			}
 			return nil, fmt.Errorf("listing %s: %w", l.what, err)
 		}
 	}

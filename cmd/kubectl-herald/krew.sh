@@ -8,7 +8,14 @@ set -euo pipefail
 out=${1:?usage: krew.sh OUT_DIR VERSION URL_BASE}
 version=${2:?usage: krew.sh OUT_DIR VERSION URL_BASE}
 base=${3:?usage: krew.sh OUT_DIR VERSION URL_BASE}
+# krew wants a semantic version with a leading v: a build between tags (git describe gives a commit) becomes a
+# pre-release of v0.0.0.
+case $version in
+v[0-9]*) ;;
+*) version=v0.0.0-$version ;;
+esac
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+commit=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
 platforms=${KREW_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
 
 mkdir -p "$out"
@@ -39,7 +46,7 @@ YAML
 		archive="kubectl-herald_${os}_${arch}.tar.gz"
 		rm -rf "${stage:?}/$p" && mkdir -p "$stage/$p"
 		(cd "$repo" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath \
-			-ldflags "-s -w -X main.version=$version" -o "$stage/$p/kubectl-herald" ./cmd/kubectl-herald)
+			-ldflags "-s -w -X main.version=$version -X main.commit=$commit" -o "$stage/$p/kubectl-herald" ./cmd/kubectl-herald)
 		cp "$repo/README.md" "$stage/$p/README.md"
 		# A reproducible archive: fixed order, owner and times.
 		tar -C "$stage/$p" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf - kubectl-herald README.md |
