@@ -849,6 +849,20 @@ func (k prefixKey) compare(o prefixKey) int {
 	return cmp.Or(cmp.Compare(k.hi, o.hi), cmp.Compare(k.lo, o.lo), cmp.Compare(k.bits, o.bits))
 }
 
+// contains reports whether prefix k contains host prefix h.
+func (k prefixKey) contains(h prefixKey) bool {
+	if k.v6 != h.v6 {
+		return false
+	}
+	if !k.v6 {
+		return h.lo&(0xFFFFFFFF<<(32-k.bits))&0xFFFFFFFF == k.lo
+	}
+	if k.bits >= 64 {
+		return h.hi == k.hi && h.lo&(^uint64(0)<<(128-k.bits)) == k.lo
+	}
+	return h.hi&(^uint64(0)<<(64-k.bits)) == k.hi
+}
+
 // aggregate is the prefix advertisement a announces for address addr.
 func aggregate(addr netip.Addr, a *bgpAdv) netip.Prefix {
 	l := a.len6
@@ -929,26 +943,65 @@ type contrib struct {
 	adv, addr int32
 }
 
+// BGPForAddress is node's BGP part as For gives it, with only the routes
+// whose prefix contains addr (its host route or an aggregate covering it,
+// which may come from the node's other addresses): what `kubectl herald explain` shows of each node, without
+// expanding the node's routes for every other address (For of every node
+// at 1,000 nodes and 5,000 BGP addresses allocates gigabytes). With the
+// zero addr it gives the node's sessions alone.
+func (r Result) BGPForAddress(node string, addr netip.Addr) BGPDesired {
+	p := r.bgp
+	var d BGPDesired
+	if p == nil {
+		return d
+	}
+	k, ok := slices.BinarySearch(p.nodes, node)
+	if !ok {
+		return d
+	}
+	up := newBitset(len(p.peers))
+	d.Sessions = p.sessionsOf(k, up)
+	if len(d.Sessions) == 0 || !addr.IsValid() {
+		return settle(d, node)
+	}
+	host := hostKey(addr.Unmap())
+	cs := p.contributionsOf(k, up, func(c prefixKey) bool { return c.contains(host) })
+	d.Routes = p.routes(cs, up, len(d.Sessions))
+	return settle(d, node)
+}
+
 // contributions returns node k's contributions, sorted by prefix,
 // advertisement and address: one per address the node advertises and
 // advertisement of the address's pool that applies on the node (selects
 // it and sends to one of its peers, up). The address qualifies on the
 // node, as by implies qual.
 func (p *bgpPlan) contributions(k int, up bitset) []contrib {
+	return p.contributionsOf(k, up, nil)
+}
+
+// contributionsOf is contributions with only the prefixes keep accepts
+// (all when keep is nil).
+func (p *bgpPlan) contributionsOf(k int, up bitset, keep func(prefixKey) bool) []contrib {
 	live := make([]bool, len(p.advs))
 	for ai := range p.advs {
 		a := &p.advs[ai]
 		live[ai] = a.nodes.has(k) && a.peerMask.intersects(up)
 	}
-	cs := make([]contrib, 0, len(p.addrs))
+	var cs []contrib
+	if keep == nil {
+		cs = make([]contrib, 0, len(p.addrs))
+	}
 	for i := range p.addrs {
 		a := &p.addrs[i]
 		if !a.by.has(k) {
 			continue
 		}
 		for _, ai := range a.advs {
-			if live[ai] {
-				cs = append(cs, contrib{a.key.mask(&p.advs[ai]), ai, int32(i)})
+			if !live[ai] {
+				continue
+			}
+			if key := a.key.mask(&p.advs[ai]); keep == nil || keep(key) {
+				cs = append(cs, contrib{key, ai, int32(i)})
 			}
 		}
 	}

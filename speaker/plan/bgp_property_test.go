@@ -366,6 +366,17 @@ func TestBGPMatchesReference(t *testing.T) {
 			if g, w := renderRoutes(got), renderRoutes(want); !slices.Equal(g, w) {
 				t.Fatalf("round %d, %s: got\n%q\nwant\n%q\ninputs %+v", i, n, g, w, in)
 			}
+			// BGPForAddress is For with only the routes that carry the address.
+			for _, svc := range in.Services {
+				for _, a := range svc.Addrs {
+					one := res.BGPForAddress(n, a)
+					want := got
+					want.Routes = slices.DeleteFunc(slices.Clone(got.Routes), func(rt BGPRoute) bool { return !rt.Prefix.Contains(a) })
+					if !slices.Equal(one.Sessions, want.Sessions) || !slices.Equal(renderRoutes(one), renderRoutes(want)) {
+						t.Fatalf("round %d, %s, %s: BGPForAddress\n%q\nwant\n%q", i, n, a, renderRoutes(one), renderRoutes(want))
+					}
+				}
+			}
 			routes += len(got.Routes)
 			for _, rt := range got.Routes {
 				if len(rt.Services) > 1 {
