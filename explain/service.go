@@ -233,14 +233,15 @@ func (x *explainer) interfaces(win plan.L2Announcement) []string {
 
 // l2Node says whether node n announces a over layer 2, or why not. The
 // planner decides whether the node is a candidate (it is run with the
-// Services holding a and n alone alive: n is a candidate when it is then
-// elected); the node's own facts name the reason when it is not.
+// Services holding a and n as the only node, alive: n is a candidate when
+// it is then elected); the node's own facts name the reason when it is
+// not.
 func (x *explainer) l2Node(a netip.Addr, n plan.Node, holders []plan.Service, winner, pool string) (string, string) {
 	if n.Name == winner {
 		return "announces", ""
 	}
 	sub := x.in
-	sub.Services, sub.Alive = holders, []string{n.Name}
+	sub.Services, sub.Nodes, sub.Alive = holders, []plan.Node{n}, []string{n.Name}
 	if w, ok := plan.Compute(sub).L2Winner(a); !ok || w.Node != n.Name {
 		return "no", notCandidate(n, holders, fmt.Sprintf("no L2Advertisement of pool %s selects the node (nodeSelectors)", pool))
 	}
@@ -256,7 +257,7 @@ func (x *explainer) l2Node(a netip.Addr, n plan.Node, holders []plan.Service, wi
 // bgpNode says whether node n advertises a, or why not, and lists its
 // sessions.
 func (x *explainer) bgpNode(a netip.Addr, n plan.Node, holders []plan.Service, advertising []string, pool string) (string, string, []SessionReport) {
-	d := x.res.For(n.Name).BGP
+	d := x.res.BGPForAddress(n.Name, a)
 	if slices.Contains(advertising, n.Name) {
 		return "advertises", "", x.sessions(n.Name, a, d)
 	}

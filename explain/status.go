@@ -2,6 +2,7 @@ package explain
 
 import (
 	"cmp"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -202,7 +203,7 @@ func speakers(w *World, res plan.Result, alive []string) []SpeakerReport {
 		if st := w.speakerStatus(n); st != nil {
 			sr.Reported = true
 			sr.Members, sr.L2Addresses = st.Status.Members, st.Status.L2Addresses
-			sr.Sessions = nodeSessions(w, n, res.For(n).BGP.Sessions)
+			sr.Sessions = nodeSessions(w, n, res.BGPForAddress(n, netip.Addr{}).Sessions)
 		}
 		out = append(out, sr)
 	}

@@ -207,6 +207,14 @@ func TestScale(t *testing.T) {
 	}
 	report(fmt.Sprintf("speaker: every route at all %d routers", routers), "%.1f s after the speaker started", time.Since(t0).Seconds())
 
+	// What the speaker (the reporter: it sorts first among the members it sees) wrote of the Services'
+	// herald.dev/Announced conditions and of its SpeakerStatus: their API cost, at each step from here.
+	writes := func(when string) {
+		report("speaker: Announced condition patches "+when, "%.0f", speakerMetrics("herald_speaker_writes_total", `object="service-condition"`))
+		report("speaker: SpeakerStatus writes "+when, "%.0f", speakerMetrics("herald_speaker_speakerstatus_writes_total", ""))
+	}
+	writes("when every route is at the routers")
+
 	// Idle.
 	idle := 30 * time.Second
 	if churn < idle {
@@ -251,6 +259,8 @@ func TestScale(t *testing.T) {
 		return err
 	})
 
+	writes("after the churn")
+
 	// Announcement moves: a Local BGP Service gets a ready endpoint on node 0; the time until its route is at a
 	// router (gobgp monitor there), then the endpoint goes again.
 	// A CPU profile of the speaker over the first 10 s of the moves: what a move costs it.
@@ -278,6 +288,7 @@ func TestScale(t *testing.T) {
 		report(name+": CPU during the burst", "%.1f s", (srvAfter[name].cpu - srvBefore[name].cpu).Seconds())
 	}
 	report("speaker: CPU during the burst", "%.1f s", (spk.usage(t).cpu - spkBefore.cpu).Seconds())
+	writes("after the burst")
 	qAfter.report("controller: during the burst", qBefore)
 	printProfile(t, cpuProfile(t), "", 25)
 
