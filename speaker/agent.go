@@ -85,6 +85,12 @@ type Agent struct {
 	// loop state
 	keyWarned bool
 	arrivals  uint64 // memberlist arrivals seen by the last sync
+	// reporterSince is when this speaker last became the reporter (zero
+	// while it is not).
+	reporterSince time.Time
+	// condWritten are the reporter's last condition writes, by Service
+	// (the status writer's goroutine only).
+	condWritten map[string]condWrite
 	// bgpApplied is the BGP state last applied; bgpProblems what was left
 	// out of it (logged once per change).
 	bgpApplied  *bgp.Desired
@@ -120,6 +126,9 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	}
 	if o.SecretWait == 0 {
 		o.SecretWait = time.Minute
+	}
+	if o.ReporterSettle == 0 {
+		o.ReporterSettle = 10 * time.Second
 	}
 	if o.JoinWait == 0 {
 		o.JoinWait = 5 * time.Second

@@ -46,18 +46,22 @@ func announcedCondition(an plan.Announcement, cur *metav1.Condition, gen int64, 
 // syncAnnounced, run by the reporter only, brings the condition
 // herald.dev/Announced of every Service in the cache in line with want
 // (plan.Result.Announcements): it patches the Services whose condition
-// differs, and removes the condition from the Services want has not (no
-// address in an address pool, no longer Herald's, no longer a
-// LoadBalancer). Each write is a strategic merge patch of the status
+// differs, and removes the condition from the Services the plan saw
+// (planned) that want has not (no address in an address pool, no longer
+// Herald's, no longer a LoadBalancer). A Service whose cached object is
+// still the one it wrote over, with the same condition wanted, is not
+// written again: the cache has not caught up with the write yet. Each write is a strategic merge patch of the status
 // subresource naming that one condition: status.conditions merges by type,
 // so the controller's conditions and the addresses are never touched.
-func (a *Agent) syncAnnounced(ctx context.Context, want map[string]plan.Announcement) error {
+func (a *Agent) syncAnnounced(ctx context.Context, want map[string]plan.Announcement, planned map[string]bool) error {
 	var svcs corev1.ServiceList
 	if err := a.c.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing Services for their %s condition: %w", svcstatus.ConditionAnnounced, err)
 	}
 	now := time.Now()
 	var errs []error
+	written := a.condWritten
+	a.condWritten = make(map[string]condWrite, len(written))
 	for i := range svcs.Items {
 		svc := &svcs.Items[i]
 		key := svc.Namespace + "/" + svc.Name
@@ -71,16 +75,33 @@ func (a *Agent) syncAnnounced(ctx context.Context, want map[string]plan.Announce
 				continue
 			}
 			body = c
-		case cur != nil:
+		case cur != nil && planned[key]:
 			body = map[string]string{"type": svcstatus.ConditionAnnounced, "$patch": "delete"}
 		default:
 			continue
 		}
+		w := condWrite{over: svc.ResourceVersion, body: fmt.Sprint(body)}
+		if c, ok := body.(metav1.Condition); ok {
+			w.body = string(c.Status) + "\x00" + c.Reason + "\x00" + c.Message
+		}
+		if written[key] == w {
+			a.condWritten[key] = w // the cache still shows the object before that write
+			continue
+		}
 		if err := a.patchCondition(ctx, svc, body); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		a.condWritten[key] = w
 	}
 	return errors.Join(errs...)
+}
+
+// condWrite is a condition write the reporter made: over the object with
+// resourceVersion over, what it wrote (status, reason and message, or the
+// removal).
+type condWrite struct {
+	over, body string
 }
 
 // conditionPatch is a strategic merge patch of a Service's status that

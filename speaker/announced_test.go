@@ -1,8 +1,14 @@
 package speaker
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,5 +98,86 @@ func TestOnServiceChange(t *testing.T) {
 				t.Errorf("%d plans, %d pokes; want %d, %d", plans, pokes, tc.wantPlan, tc.wantPok)
 			}
 		})
+	}
+}
+
+// staleCache is a client whose List returns a fixed list of Services: the
+// speaker's cache before it has seen the writes made through the client.
+type staleCache struct {
+	client.Client
+	svcs []corev1.Service
+}
+
+func (s *staleCache) List(_ context.Context, l client.ObjectList, _ ...client.ListOption) error {
+	l.(*corev1.ServiceList).Items = s.svcs
+	return nil
+}
+
+// TestSyncAnnouncedGuards: a Service the plan did not see keeps its
+// condition (it was created, or its condition written by another reporter,
+// after the plan's snapshot); a condition just written is not written again
+// while the cache still shows the object from before the write; once the
+// cache has caught up, nothing is written either.
+func TestSyncAnnouncedGuards(t *testing.T) {
+	ctx := context.Background()
+	web := corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", ResourceVersion: "10"}}
+	old := corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "old", ResourceVersion: "11"}}
+	old.Status.Conditions = []metav1.Condition{{Type: svcstatus.ConditionAnnounced, Status: metav1.ConditionTrue, Reason: svcstatus.ReasonAnnounced, Message: "every address is announced: 192.0.2.2 over layer 2"}}
+	api := fake.NewClientBuilder().WithObjects(web.DeepCopy(), old.DeepCopy()).WithStatusSubresource(&corev1.Service{}).Build()
+	cache := &staleCache{Client: api, svcs: []corev1.Service{*web.DeepCopy(), *old.DeepCopy()}}
+	reg := prometheus.NewRegistry()
+	a := &Agent{c: cache, met: newMetrics(reg, nil, nil, func() []bgpSession { return nil })}
+	writes := func() float64 { return testutil.ToFloat64(a.met.writes.WithLabelValues("service-condition")) }
+	want := map[string]plan.Announcement{"app/web": {Announced: true, Message: "every address is announced: 192.0.2.1 over layer 2"}}
+
+	// The plan saw web only: web is written, old keeps its condition.
+	if err := a.syncAnnounced(ctx, want, map[string]bool{"app/web": true}); err != nil {
+		t.Fatal(err)
+	}
+	if w := writes(); w != 1 {
+		t.Fatalf("%v writes, want 1 (web)", w)
+	}
+	var got corev1.Service
+	if err := api.Get(ctx, client.ObjectKeyFromObject(&old), &got); err != nil || svcstatus.AnnouncedCondition(&got) == nil {
+		t.Fatalf("old lost its condition (err %v): the plan never saw it", err)
+	}
+	// The cache has not caught up: no second write of the same condition.
+	if err := a.syncAnnounced(ctx, want, map[string]bool{"app/web": true}); err != nil {
+		t.Fatal(err)
+	}
+	if w := writes(); w != 1 {
+		t.Fatalf("%v writes, want still 1: the cache shows web as it was before the write", w)
+	}
+	// The cache catches up; then a plan that saw old removes its condition.
+	if err := api.Get(ctx, client.ObjectKeyFromObject(&web), &got); err != nil {
+		t.Fatal(err)
+	}
+	cache.svcs[0] = got
+	if err := a.syncAnnounced(ctx, want, map[string]bool{"app/web": true, "app/old": true}); err != nil {
+		t.Fatal(err)
+	}
+	if w := writes(); w != 2 {
+		t.Fatalf("%v writes, want 2 (old's removal, nothing for web)", w)
+	}
+	if err := api.Get(ctx, client.ObjectKeyFromObject(&old), &got); err != nil || svcstatus.AnnouncedCondition(&got) != nil {
+		t.Fatalf("old keeps its condition (err %v), though the plan saw it without an address", err)
+	}
+}
+
+// TestSettleWait: a speaker writes as the reporter only once it has been
+// the reporter for the settle time.
+func TestSettleWait(t *testing.T) {
+	since := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		after, want time.Duration
+	}{
+		{0, 10 * time.Second},
+		{3 * time.Second, 7 * time.Second},
+		{10 * time.Second, 0},
+		{time.Hour, 0},
+	} {
+		if got := settleWait(since, since.Add(tc.after), 10*time.Second); got != tc.want {
+			t.Errorf("reporter for %v: wait %v, want %v", tc.after, got, tc.want)
+		}
 	}
 }

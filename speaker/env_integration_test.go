@@ -320,6 +320,9 @@ func (e *env) startSpeakerWith(cfg *rest.Config, node, ip string, opts ...func(*
 	o.Profile = members.ProfileFast
 	o.RejoinInterval = 500 * time.Millisecond
 	o.JoinWait = 3 * time.Second
+	// Long enough that a speaker that sees itself alone for a moment at its
+	// start does not write conditions; short for the tests.
+	o.ReporterSettle = 2 * time.Second
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.Registerer = prometheus.NewRegistry()
 	o.PodName, o.PodUID = "speaker-"+node, "uid-"+node

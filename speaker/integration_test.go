@@ -114,6 +114,24 @@ func TestElectionAndFailover(t *testing.T) {
 		}
 		return ""
 	})
+	// The Announced condition: written once, by the reporter (the speaker
+	// whose node sorts first) alone, although both speakers plan it.
+	reporter, quiet := a, b
+	if b.node < a.node {
+		reporter, quiet = b, a
+	}
+	conditionWrites := func(s *speakerHandle) float64 {
+		return testutil.ToFloat64(s.agent.met.writes.WithLabelValues("service-condition"))
+	}
+	e.eventually(5*time.Second, "the reporter writes the Announced condition", func() string {
+		if n := conditionWrites(reporter); n != 1 {
+			return fmt.Sprintf("%v writes by %s", n, reporter.node)
+		}
+		return ""
+	})
+	if n := conditionWrites(quiet); n != 0 {
+		t.Errorf("%v Announced condition writes by %s, which is not the reporter", n, quiet.node)
+	}
 	if v := testutil.ToFloat64(w.agent.met.announced.WithLabelValues(e.app+"/web", "192.0.2.1", winner)); v != 1 {
 		t.Errorf("herald_l2_announced = %v on the announcer", v)
 	}

@@ -312,9 +312,20 @@ func (a *Agent) sync(ctx context.Context) error {
 		job.bgpNodes = res.BGPNodeSetsByService()
 	}
 	// The condition herald.dev/Announced: the reporter's view, as the
-	// metric's, written by the reporter alone.
+	// metric's, written by the reporter alone, once it has been the
+	// reporter for ReporterSettle (writeStatus waits for that).
+	if !rep {
+		a.reporterSince = time.Time{}
+	} else if a.reporterSince.IsZero() {
+		a.reporterSince = time.Now()
+	}
 	if rep && a.o.AnnouncedCondition {
 		job.announced = res.Announcements(in.Services)
+		job.reporterSince = a.reporterSince
+		job.planned = make(map[string]bool, len(snap.Services))
+		for i := range snap.Services {
+			job.planned[snap.Services[i].Namespace+"/"+snap.Services[i].Name] = true
+		}
 	}
 	a.statusq.put(job)
 	return bgpErr

@@ -24,6 +24,12 @@ type Options struct {
 	// herald.dev/Announced on the Services (config/svcstatus) when it is the
 	// cluster's reporter; it needs the right to patch services/status.
 	AnnouncedCondition bool
+	// ReporterSettle is how long a speaker must have been the reporter
+	// before it writes the condition: a speaker that starts, or that is
+	// cut off, sees itself alone for a moment and would take itself for
+	// the reporter, and write the cluster's conditions from that view;
+	// zero: 10 s.
+	ReporterSettle time.Duration
 	// PodName and PodUID are the speaker's own Pod, the owner of the
 	// ServiceL2Status objects it writes (no owner when empty).
 	PodName, PodUID string

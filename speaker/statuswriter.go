@@ -26,6 +26,12 @@ type statusJob struct {
 	// this node is the reporter (and writes them); nil otherwise: the node
 	// writes no condition.
 	announced map[string]plan.Announcement
+	// planned are the keys of the Services the plan saw: a Service with a
+	// condition that is not in announced loses it only when the plan saw
+	// it (one created since has not been planned yet).
+	planned map[string]bool
+	// reporterSince is when this speaker became the reporter.
+	reporterSince time.Time
 }
 
 // statusQueue holds the newest statusJob not yet taken: a sync replaces
@@ -124,9 +130,20 @@ func (a *Agent) writeStatus(ctx context.Context, j *statusJob) error {
 		errs = append(errs, err)
 	}
 	if j.announced != nil {
-		if err := a.syncAnnounced(ctx, j.announced); err != nil {
+		// A new reporter writes once it has been the reporter for
+		// ReporterSettle; the writer looks at this job again then.
+		if wait := settleWait(j.reporterSince, time.Now(), a.o.ReporterSettle); wait > 0 {
+			time.AfterFunc(wait, a.statusq.poke)
+		} else if err := a.syncAnnounced(ctx, j.announced, j.planned); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// settleWait is how long a reporter since since must still wait, at now,
+// before it writes conditions: none once it has been the reporter for
+// settle.
+func settleWait(since, now time.Time, settle time.Duration) time.Duration {
+	return max(settle-now.Sub(since), 0)
 }
