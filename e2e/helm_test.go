@@ -5,6 +5,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/ipam"
 )
@@ -50,6 +52,20 @@ func TestHelmLifecycle(t *testing.T) {
 	}
 	for _, a := range ingressAddrs(t, ctx, f, svclbSvc) {
 		svclbAnswers(t, ctx, a)
+	}
+
+	// The reporter speaker's condition on the L2 Services is written (a new reporter waits 10 s first): from here,
+	// the upgrade must not rewrite it either.
+	for i := range addrs {
+		key := types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("l2-%d", i)}
+		waitFor(t, ctx, "herald.dev/Announced True on "+key.String(), func() (bool, error) {
+			var svc corev1.Service
+			if err := f.c.Get(ctx, key, &svc); err != nil {
+				return false, err
+			}
+			c := svcstatus.AnnouncedCondition(&svc)
+			return c != nil && c.Status == metav1.ConditionTrue, nil
+		})
 	}
 
 	type seen struct{ rv, status string }
