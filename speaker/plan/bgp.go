@@ -886,7 +886,7 @@ func normLarge(v []community.Large) []community.Large {
 // forNode is node's BGP part: the plan expanded (expand), then what the
 // node itself cannot carry left out (settle).
 func (p *bgpPlan) forNode(node string) BGPDesired {
-	d := settle(p.expand(node), node)
+	d := settle(p.expand(node, nil), node)
 	if p != nil {
 		for _, c := range p.conflicts {
 			if c.Node == node {
@@ -899,8 +899,9 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 }
 
 // expand expands node's BGP part of the plan: its sessions (sessionsOf),
-// then its routes (contributions, routes).
-func (p *bgpPlan) expand(node string) BGPDesired {
+// then its routes (contributions, routes), only those of the prefixes
+// keep accepts when keep is not nil.
+func (p *bgpPlan) expand(node string, keep func(prefixKey) bool) BGPDesired {
 	var d BGPDesired
 	if p == nil {
 		return d
@@ -914,7 +915,7 @@ func (p *bgpPlan) expand(node string) BGPDesired {
 	if len(d.Sessions) == 0 {
 		return d
 	}
-	d.Routes = p.routes(p.contributions(k, up), up, len(d.Sessions))
+	d.Routes = p.routes(p.contributions(k, up, keep), up, len(d.Sessions))
 	return d
 }
 
@@ -945,29 +946,17 @@ type contrib struct {
 
 // BGPForAddress is node's BGP part as For gives it, with only the routes
 // whose prefix contains addr (its host route or an aggregate covering it,
-// which may come from the node's other addresses): what `kubectl herald explain` shows of each node, without
-// expanding the node's routes for every other address (For of every node
+// which may come from the node's other addresses): what `kubectl herald
+// explain` shows of each node, without expanding the node's routes for every other address (For of every node
 // at 1,000 nodes and 5,000 BGP addresses allocates gigabytes). With the
 // zero addr it gives the node's sessions alone.
 func (r Result) BGPForAddress(node string, addr netip.Addr) BGPDesired {
-	p := r.bgp
-	var d BGPDesired
-	if p == nil {
-		return d
+	keep := func(prefixKey) bool { return false }
+	if addr.IsValid() {
+		host := hostKey(addr.Unmap())
+		keep = func(c prefixKey) bool { return c.contains(host) }
 	}
-	k, ok := slices.BinarySearch(p.nodes, node)
-	if !ok {
-		return d
-	}
-	up := newBitset(len(p.peers))
-	d.Sessions = p.sessionsOf(k, up)
-	if len(d.Sessions) == 0 || !addr.IsValid() {
-		return settle(d, node)
-	}
-	host := hostKey(addr.Unmap())
-	cs := p.contributionsOf(k, up, func(c prefixKey) bool { return c.contains(host) })
-	d.Routes = p.routes(cs, up, len(d.Sessions))
-	return settle(d, node)
+	return settle(r.bgp.expand(node, keep), node)
 }
 
 // contributions returns node k's contributions, sorted by prefix,
@@ -975,13 +964,8 @@ func (r Result) BGPForAddress(node string, addr netip.Addr) BGPDesired {
 // advertisement of the address's pool that applies on the node (selects
 // it and sends to one of its peers, up). The address qualifies on the
 // node, as by implies qual.
-func (p *bgpPlan) contributions(k int, up bitset) []contrib {
-	return p.contributionsOf(k, up, nil)
-}
-
-// contributionsOf is contributions with only the prefixes keep accepts
-// (all when keep is nil).
-func (p *bgpPlan) contributionsOf(k int, up bitset, keep func(prefixKey) bool) []contrib {
+// Only the prefixes keep accepts count, all when keep is nil.
+func (p *bgpPlan) contributions(k int, up bitset, keep func(prefixKey) bool) []contrib {
 	live := make([]bool, len(p.advs))
 	for ai := range p.advs {
 		a := &p.advs[ai]
