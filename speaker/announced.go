@@ -47,13 +47,19 @@ func announcedCondition(an plan.Announcement, cur *metav1.Condition, gen int64, 
 // herald.dev/Announced of every Service in the cache in line with want
 // (plan.Result.Announcements): it patches the Services whose condition
 // differs, and removes the condition from the Services the plan saw
-// (planned) that want has not (no address in an address pool, no longer
+// (plannedSvcs, the snapshot it was made from) that want has not (no address in an address pool, no longer
 // Herald's, no longer a LoadBalancer). A Service whose cached object is
 // still the one it wrote over, with the same condition wanted, is not
 // written again: the cache has not caught up with the write yet. Each write is a strategic merge patch of the status
 // subresource naming that one condition: status.conditions merges by type,
 // so the controller's conditions and the addresses are never touched.
-func (a *Agent) syncAnnounced(ctx context.Context, want map[string]plan.Announcement, planned map[string]bool) error {
+func (a *Agent) syncAnnounced(ctx context.Context, want map[string]plan.Announcement, plannedSvcs []corev1.Service) error {
+	// A Service with a condition that want has not loses it only when the
+	// plan saw it: one created since has not been planned yet.
+	planned := make(map[string]bool, len(plannedSvcs))
+	for i := range plannedSvcs {
+		planned[plannedSvcs[i].Namespace+"/"+plannedSvcs[i].Name] = true
+	}
 	var svcs corev1.ServiceList
 	if err := a.c.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing Services for their %s condition: %w", svcstatus.ConditionAnnounced, err)

@@ -131,7 +131,7 @@ func TestSyncAnnouncedGuards(t *testing.T) {
 	want := map[string]plan.Announcement{"app/web": {Announced: true, Message: "every address is announced: 192.0.2.1 over layer 2"}}
 
 	// The plan saw web only: web is written, old keeps its condition.
-	if err := a.syncAnnounced(ctx, want, map[string]bool{"app/web": true}); err != nil {
+	if err := a.syncAnnounced(ctx, want, []corev1.Service{web}); err != nil {
 		t.Fatal(err)
 	}
 	if w := writes(); w != 1 {
@@ -142,7 +142,7 @@ func TestSyncAnnouncedGuards(t *testing.T) {
 		t.Fatalf("old lost its condition (err %v): the plan never saw it", err)
 	}
 	// The cache has not caught up: no second write of the same condition.
-	if err := a.syncAnnounced(ctx, want, map[string]bool{"app/web": true}); err != nil {
+	if err := a.syncAnnounced(ctx, want, []corev1.Service{web}); err != nil {
 		t.Fatal(err)
 	}
 	if w := writes(); w != 1 {
@@ -153,7 +153,7 @@ func TestSyncAnnouncedGuards(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache.svcs[0] = got
-	if err := a.syncAnnounced(ctx, want, map[string]bool{"app/web": true, "app/old": true}); err != nil {
+	if err := a.syncAnnounced(ctx, want, []corev1.Service{web, old}); err != nil {
 		t.Fatal(err)
 	}
 	if w := writes(); w != 2 {

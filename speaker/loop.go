@@ -322,10 +322,6 @@ func (a *Agent) sync(ctx context.Context) error {
 	if rep && a.o.AnnouncedCondition {
 		job.announced = res.Announcements(in.Services)
 		job.reporterSince = a.reporterSince
-		job.planned = make(map[string]bool, len(snap.Services))
-		for i := range snap.Services {
-			job.planned[snap.Services[i].Namespace+"/"+snap.Services[i].Name] = true
-		}
 	}
 	a.statusq.put(job)
 	return bgpErr

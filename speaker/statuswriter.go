@@ -26,10 +26,6 @@ type statusJob struct {
 	// this node is the reporter (and writes them); nil otherwise: the node
 	// writes no condition.
 	announced map[string]plan.Announcement
-	// planned are the keys of the Services the plan saw: a Service with a
-	// condition that is not in announced loses it only when the plan saw
-	// it (one created since has not been planned yet).
-	planned map[string]bool
 	// reporterSince is when this speaker became the reporter.
 	reporterSince time.Time
 }
@@ -134,7 +130,7 @@ func (a *Agent) writeStatus(ctx context.Context, j *statusJob) error {
 		// ReporterSettle; the writer looks at this job again then.
 		if wait := settleWait(j.reporterSince, time.Now(), a.o.ReporterSettle); wait > 0 {
 			time.AfterFunc(wait, a.statusq.poke)
-		} else if err := a.syncAnnounced(ctx, j.announced, j.planned); err != nil {
+		} else if err := a.syncAnnounced(ctx, j.announced, j.svcs); err != nil {
 			errs = append(errs, err)
 		}
 	}
