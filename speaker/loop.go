@@ -320,8 +320,7 @@ func (a *Agent) sync(ctx context.Context) error {
 		a.reporterSince = time.Now()
 	}
 	if rep && a.o.AnnouncedCondition {
-		job.announced = res.Announcements(in.Services)
-		job.reporterSince = a.reporterSince
+		job.announce = &announceJob{res: res, svcs: in.Services, since: a.reporterSince}
 	}
 	a.statusq.put(job)
 	return bgpErr

@@ -22,12 +22,19 @@ type statusJob struct {
 	// ServiceBGPStatus objects are then left as they are.
 	bgp      map[string]*bgpStatus
 	bgpNodes map[string]plan.NodeSet
-	// announced are the Services' herald.dev/Announced conditions, when
-	// this node is the reporter (and writes them); nil otherwise: the node
-	// writes no condition.
-	announced map[string]plan.Announcement
-	// reporterSince is when this speaker became the reporter.
-	reporterSince time.Time
+	// announce, on the reporter only, is what the Services'
+	// herald.dev/Announced conditions are computed from: the plan and its
+	// Services. The writer computes them (plan.Result.Announcements, a pass
+	// over every Service) only for the job it takes, not in every sync.
+	announce *announceJob
+}
+
+// announceJob is what the reporter's conditions are computed from.
+type announceJob struct {
+	res  plan.Result
+	svcs []plan.Service
+	// since is when this speaker became the reporter.
+	since time.Time
 }
 
 // statusQueue holds the newest statusJob not yet taken: a sync replaces
@@ -125,12 +132,12 @@ func (a *Agent) writeStatus(ctx context.Context, j *statusJob) error {
 	if err := a.syncStatus(ctx, j.svcs, j.l2, j.def); err != nil {
 		errs = append(errs, err)
 	}
-	if j.announced != nil {
+	if j.announce != nil {
 		// A new reporter writes once it has been the reporter for
 		// ReporterSettle; the writer looks at this job again then.
-		if wait := settleWait(j.reporterSince, time.Now(), a.o.ReporterSettle); wait > 0 {
+		if wait := settleWait(j.announce.since, time.Now(), a.o.ReporterSettle); wait > 0 {
 			time.AfterFunc(wait, a.statusq.poke)
-		} else if err := a.syncAnnounced(ctx, j.announced, j.svcs); err != nil {
+		} else if err := a.syncAnnounced(ctx, j.announce.res.Announcements(j.announce.svcs), j.svcs); err != nil {
 			errs = append(errs, err)
 		}
 	}
