@@ -7,7 +7,6 @@
 package scale
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -613,29 +612,8 @@ func churnPhase(t *testing.T, ctx context.Context, what string, rate int, d time
 // time, and measures the time from the write to the route's arrival at the router in ns.
 func moveAnnouncements(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, all []corev1.Service, nodes, n int) {
 	t.Helper()
-	mon := exec.CommandContext(ctx, "nsenter", "--net=/var/run/netns/"+ns, "--", "gobgp", "monitor", "global", "rib", "-a", "ipv4")
-	out, err := mon.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = mon.Process.Kill(); _ = mon.Wait() }()
-	arrived := make(chan string, 1024)
-	go func() {
-		s := bufio.NewScanner(out)
-		for s.Scan() {
-			line := s.Text()
-			if strings.Contains(line, "[ROUTE]") {
-				for _, f := range strings.Fields(line) {
-					if p, err := netip.ParsePrefix(f); err == nil {
-						arrived <- p.Addr().String()
-					}
-				}
-			}
-		}
-	}()
+	// Registered before the first write (watchRoutes): the router already holds the speaker's other routes.
+	mon := watchRoutes(t, ctx, ns)
 	var lat []time.Duration
 	for _, s := range all {
 		if len(lat) == n {
@@ -648,6 +626,9 @@ func moveAnnouncements(t *testing.T, ctx context.Context, cs kubernetes.Interfac
 			continue
 		}
 		addr := s.Status.LoadBalancer.Ingress[0].IP
+		if a, err := netip.ParseAddr(addr); err != nil || !a.Is4() {
+			continue // the monitor follows the IPv4 table
+		}
 		es, err := cs.DiscoveryV1().EndpointSlices(s.Namespace).Get(ctx, s.Name+"-abcde", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -658,19 +639,10 @@ func moveAnnouncements(t *testing.T, ctx context.Context, cs kubernetes.Interfac
 		if _, err := cs.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, es, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		timeout := time.After(30 * time.Second)
-	wait:
-		for {
-			select {
-			case a := <-arrived:
-				if a == addr {
-					lat = append(lat, time.Since(t0))
-					break wait
-				}
-			case <-timeout:
-				t.Fatalf("the route of %s/%s (%s) never reached the router", s.Namespace, s.Name, addr)
-			}
+		if !mon.wait(addr, 30*time.Second) {
+			t.Fatalf("the route of %s/%s (%s) never reached the router", s.Namespace, s.Name, addr)
 		}
+		lat = append(lat, time.Since(t0))
 	}
 	if len(lat) == 0 {
 		t.Fatal("no Local BGP Service to move")
