@@ -7,6 +7,11 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 GO ?= go
+# NOCGO is the build configuration of everything that is not race-instrumented: vet, staticcheck, the non-race test
+# runs, the binaries the tests build (internal/gobuild) and the lab's images (e2e/lab/lib/images.sh). One
+# configuration, so that Go's build cache compiles each package once for all of them (a cold run compiled every
+# dependency a second time for the lab's image: about 4 minutes on 2 cores).
+NOCGO = CGO_ENABLED=0 GOFLAGS="-trimpath $(GOFLAGS)"
 HERALD_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/herald
 export HERALD_CACHE
 
@@ -167,7 +172,7 @@ bench-failover:
 	./e2e/lab/install.sh apt k8s etcd
 	: > "$(FAILOVER_LOG)"
 	for p in $(FAILOVER_PROFILES); do \
-	  LAB_MEMBERLIST_PROFILE=$$p HERALD_E2E_FAILOVER_RUNS=$(FAILOVER_RUNS) $(GO) test -tags e2e -count=1 -timeout 120m \
+	  LAB_MEMBERLIST_PROFILE=$$p HERALD_E2E_FAILOVER_RUNS=$(FAILOVER_RUNS) $(NOCGO) $(GO) test -tags e2e -count=1 -timeout 120m \
 	    -run '^TestL2SpeakerAnswersAndFailsOver$$' -v ./e2e/ >> "$(FAILOVER_LOG)" 2>&1 || { tail -50 "$(FAILOVER_LOG)"; exit 1; }; \
 	done
 	grep -E 'FAILOVER' "$(FAILOVER_LOG)"
@@ -181,7 +186,7 @@ MIGRATION_LOG ?= $${TMPDIR:-/tmp}/herald-bench-migration.log
 bench-migration:
 	./e2e/lab/install.sh apt k8s etcd helm
 	./e2e/metallb/build.sh >/dev/null
-	HERALD_E2E_MIGRATION_RUNS=$(MIGRATION_RUNS) $(GO) test -tags e2e -count=1 -timeout 120m \
+	HERALD_E2E_MIGRATION_RUNS=$(MIGRATION_RUNS) $(NOCGO) $(GO) test -tags e2e -count=1 -timeout 120m \
 	  -run '^TestMigrateFromMetalLB$$' -v ./e2e/ > "$(MIGRATION_LOG)" 2>&1 || { tail -50 "$(MIGRATION_LOG)"; exit 1; }
 	grep -E '^MIGRATION' "$(MIGRATION_LOG)" | cut -f2- | sed 's/^/longest silence, /' | ./e2e/lab/percentiles.sh
 
@@ -200,12 +205,12 @@ bench-bgp:
 	: > "$(BGP_LOG)"
 	for spec in 3s:$(BGP_RUNS) 90s:$(BGP_LONG_RUNS); do \
 	  [ "$${spec##*:}" -gt 0 ] || continue; \
-	  HERALD_E2E_BGP_HOLD=$${spec%%:*} HERALD_E2E_BGP_RUNS=$${spec##*:} $(GO) test -tags e2e -count=1 -timeout 120m \
+	  HERALD_E2E_BGP_HOLD=$${spec%%:*} HERALD_E2E_BGP_RUNS=$${spec##*:} $(NOCGO) $(GO) test -tags e2e -count=1 -timeout 120m \
 	    -run '^TestBGPTiming$$' -v ./e2e/ >> "$(BGP_LOG)" 2>&1 || { tail -50 "$(BGP_LOG)"; exit 1; }; \
 	done
 	for bfd in $(BGP_BFD_PROFILES); do \
 	  [ "$(BGP_BFD_RUNS)" -gt 0 ] || continue; \
-	  HERALD_E2E_BGP_BFD=$$bfd HERALD_E2E_BGP_RUNS=$(BGP_BFD_RUNS) $(GO) test -tags e2e -count=1 -timeout 120m \
+	  HERALD_E2E_BGP_BFD=$$bfd HERALD_E2E_BGP_RUNS=$(BGP_BFD_RUNS) $(NOCGO) $(GO) test -tags e2e -count=1 -timeout 120m \
 	    -run '^TestBGPTimingBFD$$' -v ./e2e/ >> "$(BGP_LOG)" 2>&1 || { tail -50 "$(BGP_LOG)"; exit 1; }; \
 	done
 	./e2e/lab/bgp-timing-summary.sh "$(BGP_LOG)"
@@ -215,7 +220,7 @@ bench-bgp:
 NUD_SECONDS ?= 180
 bench-nud:
 	./e2e/lab/install.sh apt k8s etcd
-	HERALD_E2E_NUD_SECONDS=$(NUD_SECONDS) $(GO) test -tags e2e -count=1 -timeout 60m \
+	HERALD_E2E_NUD_SECONDS=$(NUD_SECONDS) $(NOCGO) $(GO) test -tags e2e -count=1 -timeout 60m \
 	  -run '^TestL2NeighbourSurvivesUnreachabilityDetection$$' -v ./e2e/ | grep -E 'NUD|^(ok|FAIL|---)|l2_nud_test'
 
 ## soak-members: SOAK_SECONDS (default 600) of an idle lab with the speakers (LAB_MEMBERLIST_PROFILE, default
@@ -223,7 +228,7 @@ bench-nud:
 SOAK_SECONDS ?= 600
 soak-members:
 	./e2e/lab/install.sh apt k8s etcd
-	HERALD_E2E_SOAK_SECONDS=$(SOAK_SECONDS) $(GO) test -tags e2e -count=1 -timeout 60m \
+	HERALD_E2E_SOAK_SECONDS=$(SOAK_SECONDS) $(NOCGO) $(GO) test -tags e2e -count=1 -timeout 60m \
 	  -run '^TestMemberlistIdleHasNoFalsePositives$$' -v ./e2e/ | grep -E 'SOAK|^(ok|FAIL|---)|members_soak_test'
 
 ## bench-members: memberlist at size (docs/benchmarks.md, "Memberlist at size"; no root, no lab): for each size in
@@ -244,7 +249,7 @@ MEMBERS_KILLS ?= 6
 MEMBERS_GOMAXPROCS ?= 1
 MEMBERS_LOG ?= $${TMPDIR:-/tmp}/herald-bench-members.log
 bench-members:
-	$(GO) test -c -o "$${TMPDIR:-/tmp}/herald-members.test" ./speaker/members/
+	$(NOCGO) $(GO) test -c -o "$${TMPDIR:-/tmp}/herald-members.test" ./speaker/members/
 	cd speaker/members && "$${TMPDIR:-/tmp}/herald-members.test" -test.run '^TestMembersAtSize$$' -test.v -test.timeout 0 \
 	  -members.atsize-n "$(MEMBERS_N)" -members.atsize-profiles "$(MEMBERS_PROFILES)" -members.atsize-idle $(MEMBERS_IDLE) \
 	  -members.atsize-burn $(MEMBERS_BURN) -members.atsize-kills $(MEMBERS_KILLS) \
@@ -271,7 +276,7 @@ SCALE_LOG ?= $${TMPDIR:-/tmp}/herald-bench-scale.log
 bench-scale: kube-bin
 	./e2e/lab/install.sh apt
 	SCALE_NODES=$(SCALE_NODES) SCALE_SERVICES=$(SCALE_SERVICES) SCALE_CHURN=$(SCALE_CHURN) SCALE_BURST=$(SCALE_BURST) \
-	  SCALE_MOVES=$(SCALE_MOVES) SCALE_PEERS=$(SCALE_PEERS) SCALE_SPEAKER_GOMEMLIMIT=$(SCALE_SPEAKER_GOMEMLIMIT) $(GO) test -tags scale -count=1 -timeout 120m -run '^(TestScale|TestRouteMonitorMissesNothing)$$' -v ./bench/scale/ \
+	  SCALE_MOVES=$(SCALE_MOVES) SCALE_PEERS=$(SCALE_PEERS) SCALE_SPEAKER_GOMEMLIMIT=$(SCALE_SPEAKER_GOMEMLIMIT) $(NOCGO) $(GO) test -tags scale -count=1 -timeout 120m -run '^(TestScale|TestRouteMonitorMissesNothing)$$' -v ./bench/scale/ \
 	  > "$(SCALE_LOG)" 2>&1 || { tail -60 "$(SCALE_LOG)"; exit 1; }
 	grep -E '^SCALE' "$(SCALE_LOG)" | cut -f2-
 	sed -n '/^PROFILE/,/^$$/p' "$(SCALE_LOG)"
@@ -283,11 +288,17 @@ demo:
 	./e2e/lab/lab demo
 
 ## e2e: the end-to-end suites in the lab (they bring the lab up and down themselves; root), the live migration from
-## MetalLB among them (one round; MetalLB built by make metallb-bin, cached)
+## MetalLB among them (one round; MetalLB built by make metallb-bin, cached); verbose, the log also in E2E_LOG, and
+## the suites sorted by duration at the end
+E2E_LOG ?= $${TMPDIR:-/tmp}/herald-e2e.log
 e2e:
 	./e2e/lab/install.sh apt k8s etcd helm
 	./e2e/metallb/build.sh >/dev/null
-	$(GO) test -tags e2e -count=1 -timeout 30m ./e2e/...
+	@rc=0; $(NOCGO) $(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/... 2>&1 | tee $(E2E_LOG) || rc=$$?; \
+	  echo "e2e: the suites by duration (the lab's own steps above, as [ Ns] lines):"; \
+	  grep -E '^--- (PASS|FAIL|SKIP)' $(E2E_LOG) | sed -E 's/^--- ([A-Z]+): ([^ ]+) \(([0-9.]+)s\)/\3 \1 \2/' | sort -rn | \
+	    awk '{ printf "  %7.1fs  %s %s\n", $$1, $$2, $$3; sum += $$1 } END { printf "  %7.1fs  in all\n", sum }'; \
+	  exit $$rc
 
 ## e2e-nftables: the suites that check what an announced address reaches (L2 with one failover round, BGP, the
 ## dual-stack data path) in a lab whose kube-proxy runs in nftables mode (LAB_KUBE_PROXY_MODE=nftables). A running
@@ -295,7 +306,7 @@ e2e:
 e2e-nftables:
 	./e2e/lab/install.sh apt k8s etcd helm
 	./e2e/lab/lab down >/dev/null
-	LAB_KUBE_PROXY_MODE=nftables HERALD_E2E_FAILOVER_RUNS=1 $(GO) test -tags e2e -count=1 -timeout 20m \
+	LAB_KUBE_PROXY_MODE=nftables HERALD_E2E_FAILOVER_RUNS=1 $(NOCGO) $(GO) test -tags e2e -count=1 -timeout 20m \
 		-run '^(TestL2SpeakerAnswersAndFailsOver|TestBGPSpeakerAdvertises|TestDualStackThroughKubeProxy)$$' -v ./e2e/
 
 ## e2e-nllb: the NLLB suite (TestNLLB) in a lab of its own: three kube-apiservers on one etcd, every node's kubelet
@@ -303,7 +314,7 @@ e2e-nftables:
 e2e-nllb:
 	./e2e/lab/install.sh apt k8s etcd helm
 	./e2e/lab/lab down >/dev/null
-	LAB_APISERVERS=3 LAB_NLLB=1 $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestNLLB$$' -v ./e2e/
+	LAB_APISERVERS=3 LAB_NLLB=1 $(NOCGO) $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestNLLB$$' -v ./e2e/
 
 ## e2e-ccm: the cloud-controller suite (TestCCM) in a lab of its own whose node 3 runs its kubelet with
 ## --cloud-provider=external (LAB_EXTERNAL_CLOUD_NODES=3); herald ccm installed by the chart. A running lab is taken
@@ -311,7 +322,7 @@ e2e-nllb:
 e2e-ccm:
 	./e2e/lab/install.sh apt k8s etcd helm
 	./e2e/lab/lab down >/dev/null
-	LAB_EXTERNAL_CLOUD_NODES=3 $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestCCM$$' -v ./e2e/
+	LAB_EXTERNAL_CLOUD_NODES=3 $(NOCGO) $(GO) test -tags e2e -count=1 -timeout 20m -run '^TestCCM$$' -v ./e2e/
 
 ## kind-image: everything a kind cluster needs, built offline and cached by version under $(HERALD_CACHE): Docker
 ## (Debian docker.io, dockerd started in the background when none runs), the kind CLI, kubeadm and the other
@@ -345,9 +356,9 @@ lab-status:
 lint: verify-generated lint-shell alerts-check $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet -tags e2e,integration,scale ./...
-	$(STATICCHECK) -tags e2e,integration,scale ./...
-	$(GO) build -tags tools -o /dev/null ./cmd/herald
+	$(NOCGO) $(GO) vet -tags e2e,integration,scale ./...
+	$(NOCGO) $(STATICCHECK) -tags e2e,integration,scale ./...
+	$(NOCGO) $(GO) build -tags tools -o /dev/null ./cmd/herald
 
 ## lint-shell: shellcheck the scripts, and test the lab library (a failing command fails a step; PID checks)
 lint-shell: shellcheck

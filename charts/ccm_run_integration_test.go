@@ -27,6 +27,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/internal/gobuild"
 	"github.com/herald-lb/herald/internal/logbuf"
 )
 
@@ -47,7 +48,7 @@ func heraldBinary(t *testing.T) string {
 		}
 		// herald ccm runs herald-ccm from beside herald, as in Herald's image.
 		herald = filepath.Join(dir, "herald")
-		out, err := exec.Command("go", "build", "-o", dir+"/", "../cmd/herald", "../cmd/herald-ccm").CombinedOutput()
+		out, err := gobuild.Command(context.Background(), dir+"/", "../cmd/herald", "../cmd/herald-ccm").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("building herald: %v\n%s", err, out)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/e2e"
+	"github.com/herald-lb/herald/internal/gobuild"
 	"github.com/herald-lb/herald/ipam"
 )
 
@@ -131,7 +132,7 @@ type explainRun struct {
 func buildPlugin(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	dir := t.TempDir()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "kubectl-herald"), "../cmd/kubectl-herald").CombinedOutput(); err != nil {
+	if out, err := gobuild.Command(ctx, filepath.Join(dir, "kubectl-herald"), "../cmd/kubectl-herald").CombinedOutput(); err != nil {
 		t.Fatalf("building kubectl-herald: %v\n%s", err, out)
 	}
 	return dir

@@ -28,6 +28,7 @@ import (
 	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/e2e"
+	"github.com/herald-lb/herald/internal/gobuild"
 )
 
 // The live migration from MetalLB (docs/metallb.md, "Live migration"): MetalLB v0.16.2's own controller and
@@ -79,7 +80,7 @@ func metallbImages(t *testing.T, ctx context.Context) string {
 func buildHeraldCLI(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "herald")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/herald").CombinedOutput(); err != nil {
+	if out, err := gobuild.Command(ctx, bin, "../cmd/herald").CombinedOutput(); err != nil {
 		t.Fatalf("building herald: %v\n%s", err, out)
 	}
 	return bin

@@ -37,6 +37,7 @@ import (
 
 	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/config/v1beta1"
+	"github.com/herald-lb/herald/internal/gobuild"
 	"github.com/herald-lb/herald/internal/kubeapi"
 	"github.com/herald-lb/herald/internal/netnstest"
 )
@@ -99,7 +100,7 @@ func TestScale(t *testing.T) {
 	report("load", "%d nodes, %d services, %d BGP peers, churn %s, burst %d", nodes, services, routers, churn, burst)
 
 	bin := filepath.Join(dir, "herald")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/herald").CombinedOutput(); err != nil {
+	if out, err := gobuild.Command(context.Background(), bin, "../../cmd/herald").CombinedOutput(); err != nil {
 		t.Fatalf("building herald: %v\n%s", err, out)
 	}
 	cfg := rest.CopyConfig(srv.Config)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/herald-lb/herald/config/configobjs"
+	"github.com/herald-lb/herald/internal/gobuild"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -69,7 +70,7 @@ func TestMain(m *testing.M) {
 	}
 	// herald ccm runs herald-ccm from beside herald, as in Herald's image.
 	heraldBin = filepath.Join(dir, "herald")
-	build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/herald", "../../cmd/herald-ccm")
+	build := gobuild.Command(context.Background(), dir+"/", "../../cmd/herald", "../../cmd/herald-ccm")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building herald:", err)

@@ -19,8 +19,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -30,12 +28,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
-
-// Script is the path of kind.sh.
-func Script() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "kind.sh")
-}
 
 // Kind is the running kind setup. It implements e2e.Cluster.
 type Kind struct {
@@ -60,7 +52,10 @@ func Open(envFile string) (*Kind, error) {
 	if envFile != "" {
 		raw, err = os.ReadFile(envFile)
 	} else {
-		raw, err = exec.Command(Script(), "env").Output()
+		var script string
+		if script, err = e2e.SourceFile("e2e/kind/kind.sh"); err == nil {
+			raw, err = exec.Command(script, "env").Output()
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kind env (is the kind setup up? e2e/kind/kind.sh up): %w", err)

@@ -13,8 +13,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -24,15 +22,21 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// Script is the path of the lab driver script.
-func Script() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "lab")
+// command is the lab driver script (e2e/lab/lab) run with args.
+func command(ctx context.Context, args ...string) (*exec.Cmd, error) {
+	script, err := e2e.SourceFile("e2e/lab/lab")
+	if err != nil {
+		return nil, err
+	}
+	return exec.CommandContext(ctx, script, args...), nil
 }
 
 // Run runs the lab script with args (e.g. "up", "down"), streaming its output to the given writer.
 func Run(ctx context.Context, out *os.File, args ...string) error {
-	cmd := exec.CommandContext(ctx, Script(), args...)
+	cmd, err := command(ctx, args...)
+	if err != nil {
+		return err
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("lab %s: %w", strings.Join(args, " "), err)
@@ -62,7 +66,11 @@ var (
 
 // Open connects to the running lab (as `lab up` left it).
 func Open() (*Lab, error) {
-	out, err := exec.Command(Script(), "env").Output()
+	cmd, err := command(context.Background(), "env")
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("lab env (is the lab up?): %w", err)
 	}
@@ -211,7 +219,10 @@ func (l *Lab) InstallHerald(ctx context.Context, speakers bool) (func(context.Co
 	if speakers {
 		env = "LAB_SPEAKER=1"
 	}
-	cmd := exec.CommandContext(ctx, Script(), "herald-up")
+	cmd, err := command(ctx, "herald-up")
+	if err != nil {
+		return nil, err
+	}
 	cmd.Env = append(os.Environ(), env)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
 	if err := cmd.Run(); err != nil {
@@ -258,7 +269,11 @@ func (l *Lab) Announce(ctx context.Context, nodes []string, prefixes ...netip.Pr
 	for _, p := range prefixes {
 		args = append(args, p.String())
 	}
-	out, err := exec.CommandContext(ctx, Script(), args...).CombinedOutput()
+	cmd, err := command(ctx, args...)
+	if err != nil {
+		return err
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("lab %s: %w: %s", strings.Join(args, " "), err, out)
 	}
@@ -271,7 +286,11 @@ func (l *Lab) StopAnnouncing(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, Script(), "withdraw", strconv.Itoa(i)).CombinedOutput()
+	cmd, err := command(ctx, "withdraw", strconv.Itoa(i))
+	if err != nil {
+		return err
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("lab withdraw %d: %w: %s", i, err, out)
 	}

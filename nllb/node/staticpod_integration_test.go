@@ -23,6 +23,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
+	"github.com/herald-lb/herald/internal/gobuild"
 	"github.com/herald-lb/herald/internal/logbuf"
 	"github.com/herald-lb/herald/nllb"
 )
@@ -116,7 +117,7 @@ func TestStaticPodArgsRun(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "herald")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/herald")
+	build := gobuild.Command(ctx, bin, "../../cmd/herald")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
