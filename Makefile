@@ -294,9 +294,9 @@ E2E_LOG ?= $${TMPDIR:-/tmp}/herald-e2e.log
 e2e:
 	./e2e/lab/install.sh apt k8s etcd helm
 	./e2e/metallb/build.sh >/dev/null
-	@rc=0; $(NOCGO) $(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/... 2>&1 | tee $(E2E_LOG) || rc=$$?; \
+	@rc=0; $(NOCGO) $(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/... 2>&1 | tee "$(E2E_LOG)" || rc=$$?; \
 	  echo "e2e: the suites by duration (the lab's own steps above, as [ Ns] lines):"; \
-	  grep -E '^--- (PASS|FAIL|SKIP)' $(E2E_LOG) | sed -E 's/^--- ([A-Z]+): ([^ ]+) \(([0-9.]+)s\)/\3 \1 \2/' | sort -rn | \
+	  grep -E '^--- (PASS|FAIL|SKIP)' "$(E2E_LOG)" | sed -E 's/^--- ([A-Z]+): ([^ ]+) \(([0-9.]+)s\)/\3 \1 \2/' | sort -rn | \
 	    awk '{ printf "  %7.1fs  %s %s\n", $$1, $$2, $$3; sum += $$1 } END { printf "  %7.1fs  in all\n", sum }'; \
 	  exit $$rc
 
