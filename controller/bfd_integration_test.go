@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/herald-lb/herald/config/v1beta1"
 )
@@ -54,9 +55,13 @@ func TestBFDProfileStatus(t *testing.T) {
 	echo := true
 	update := func(f func(*v1beta1.BFDProfileSpec)) {
 		t.Helper()
-		got := get()
-		f(&got.Spec)
-		if err := e.c.Update(e.ctx, &got); err != nil {
+		// The controller writes the profile's conditions meanwhile: a
+		// conflict is read again and retried.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := get()
+			f(&got.Spec)
+			return e.c.Update(e.ctx, &got)
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/configobjs"
@@ -97,13 +98,18 @@ func TestUnreadableObjectCostsOnlyItself(t *testing.T) {
 // type.
 func (e *env) updatePoolUnstructured(name string, spec map[string]any) {
 	e.t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(configobjs.GVK(config.KindIPAddressPool))
-	if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: name}, u); err != nil {
-		e.t.Fatal(err)
-	}
-	u.Object["spec"] = spec
-	if err := e.c.Update(e.ctx, u); err != nil {
-		e.t.Fatal(err)
+	// The controller writes the pool's status meanwhile (its conditions),
+	// which moves the resourceVersion: a conflict is read again and retried.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(configobjs.GVK(config.KindIPAddressPool))
+		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: name}, u); err != nil {
+			return err
+		}
+		u.Object["spec"] = spec
+		return e.c.Update(e.ctx, u)
+	})
+	if err != nil {
+		e.t.Fatalf("pool %s/%s: update its spec: %v", e.ns, name, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/svcstatus"
@@ -138,10 +139,14 @@ func TestAnnouncedConditionWritten(t *testing.T) {
 	// A Service that is no longer a LoadBalancer leaves the plan: the
 	// condition goes, the controller's (the controller would remove it
 	// too; here nobody does) stays.
-	svc := get("web")
-	svc.Spec.Type = corev1.ServiceTypeClusterIP
-	svc.Spec.Ports[0].NodePort = 0
-	if err := e.c.Update(e.ctx, &svc); err != nil {
+	// The reporter may write web's conditions meanwhile: a conflict is
+	// read again and retried.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		svc := get("web")
+		svc.Spec.Type = corev1.ServiceTypeClusterIP
+		svc.Spec.Ports[0].NodePort = 0
+		return e.c.Update(e.ctx, &svc)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	e.eventually(30*time.Second, "web's condition removed", func() string {
