@@ -92,8 +92,6 @@ func bfdDownReason(ev bfd.Event) string {
 	switch {
 	case ev.Failure:
 		reason += "; the BGP session is reset"
-	case ev.PeerRestarted:
-		reason += " (the router started a new BFD session); not a path failure, the BGP session is kept"
 	default:
 		reason += "; not a path failure, the BGP session is kept"
 	}

@@ -238,8 +238,6 @@ func TestBFDDownReason(t *testing.T) {
 			"BFD down: neighbor signaled session down (the router's diagnostic: control detection time expired); the BGP session is reset; flapping: held down for 2s"},
 		{bfd.Event{Diag: bfd.DiagNeighborDown, RemoteDiag: bfd.DiagAdminDown},
 			"BFD down: neighbor signaled session down (the router's diagnostic: administratively down); not a path failure, the BGP session is kept"},
-		{bfd.Event{Diag: bfd.DiagNeighborDown, PeerRestarted: true},
-			"BFD down: neighbor signaled session down (the router started a new BFD session); not a path failure, the BGP session is kept"},
 	} {
 		if got := bfdDownReason(tc.ev); got != tc.want {
 			t.Errorf("%+v:\n got %q\nwant %q", tc.ev, got, tc.want)

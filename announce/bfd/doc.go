@@ -14,6 +14,18 @@
 //     on port 3784; TTL / hop limit 255 sent and required; Add, Remove,
 //     Watch, Sessions, Stats and Close for the BGP side.
 //
+// Going beyond the session selection of RFC 5880 6.8.6, a session in Init
+// or Up ignores (counts as Dropped, and otherwise disregards) a packet
+// whose My Discriminator is not the peer's learned one, and a session in
+// Up also one whose Your Discriminator is zero, but for a Down: the peer
+// of an Up session knows our discriminator and names it, except in the
+// Down it sends when its own detection time expired (RFC 5880 6.8.1). A
+// spoofed Down must then carry the peer's 32-bit discriminator to take the
+// session down. A peer that really started over (a new discriminator) no
+// longer refreshes our detection timer, so the session goes Down within
+// the detection time, a failure, and comes Up again from Down, which takes
+// any Down to start the handshake, as before.
+//
 // Out of scope: authentication (a packet with the A bit is dropped),
 // Demand mode (the D bit is never sent and a peer's is ignored), the Echo
 // function (Required Min Echo RX is always 0) and multihop (RFC 5883).

@@ -380,7 +380,7 @@ func (m *Manager) carryOut(s *msession, out Output) {
 		}
 		m.log.Log(context.Background(), lvl, "session state changed", "peer", s.peer, "local", s.local, "from", ev.Old.String(),
 			"to", ev.New.String(), "diag", ev.Diag.String(), "remote_diag", ev.RemoteDiag.String(), "failure", ev.Failure,
-			"peer_restarted", ev.PeerRestarted, "hold_down", ev.HoldDown)
+			"hold_down", ev.HoldDown)
 		m.publish(PeerEvent{Peer: s.peer, Local: s.local, Event: ev})
 	}
 }

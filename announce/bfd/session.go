@@ -78,20 +78,14 @@ type Event struct {
 	Diag Diag
 	// Failure is set when the session left Up because the path failed:
 	// the detection time expired, or the peer said Down for a reason of
-	// the path (see RemoteDiag and PeerRestarted). It is not set
-	// when the peer said AdminDown (RFC 5882 3.2: the peer is taking the
-	// session down on purpose, which says nothing about the path, so the
-	// client protocol must not be torn down) or when the local side went
-	// AdminDown.
+	// the path (see RemoteDiag). It is not set when the peer said
+	// AdminDown (RFC 5882 3.2: the peer is taking the session down on
+	// purpose, which says nothing about the path, so the client protocol
+	// must not be torn down) or when the local side went AdminDown.
 	Failure bool
 	// HoldDown is how long the session is held Down by damping (zero when
 	// it is not).
 	HoldDown time.Duration
-	// PeerRestarted is set when the session left Up because the peer
-	// started a new session (a Down with a discriminator other than the
-	// one known and no Your Discriminator): the peer re-created its
-	// session, the path works; not a failure.
-	PeerRestarted bool
 	// RemoteDiag is the peer's diagnostic when the session left Up
 	// because the peer said Down: the peer's reason (a detection time
 	// that expired there is a failure; a Down that says we signalled
@@ -149,7 +143,9 @@ type Session struct {
 	stats     Counters
 }
 
-// Counters count a session's packets and transitions.
+// Counters count a session's packets and transitions. Dropped counts the
+// packets Receive discarded: those for another discriminator, and those an
+// Init or Up session ignores as not from its peer (see Receive).
 type Counters struct {
 	Sent, Received, Dropped uint64
 	Ups, Downs              uint64
@@ -335,25 +331,24 @@ func (s *Session) Tick(now time.Time) Output {
 
 // Receive processes a packet that passed Parse and was addressed to this
 // session (RFC 5880 6.8.6 from "If the Your Discriminator field is
-// nonzero" on).
+// nonzero" on). A packet that cannot be from the peer of this session
+// (see fromPeer) is dropped: it changes nothing, not even the detection
+// timer.
 func (s *Session) Receive(p Packet, now time.Time) Output {
 	var out Output
-	if p.YourDiscriminator != 0 && p.YourDiscriminator != s.cfg.LocalDiscriminator {
+	if p.YourDiscriminator != 0 && p.YourDiscriminator != s.cfg.LocalDiscriminator || !s.fromPeer(p) {
 		s.stats.Dropped++
 		return out
 	}
 	s.stats.Received++
-	// A Down from the peer that names no session of ours and carries a
-	// discriminator other than the one we know is a new session the peer
-	// started: the path evidently works, so leaving Up for it is not a
-	// failure.
-	restarted := p.State == StateDown && p.YourDiscriminator == 0 && s.remoteDisc != 0 && p.MyDiscriminator != s.remoteDisc
-	// Neither is a Down whose diagnostic says that we signalled Down (we
-	// are Up and did not) or that the peer went AdminDown: the peer is
-	// taking its session down for a reason of its own. FRR's bfdd does
-	// this when bgpd deletes a session to re-create it with the BGP
-	// session's source address, the moment the BGP session comes up.
-	notPath := restarted || p.Diag == DiagNeighborDown || p.Diag == DiagAdminDown
+	// A Down whose diagnostic says that we signalled Down (we are Up and
+	// did not) or that the peer went AdminDown is not a failure of the
+	// path: the peer is taking its session down for a reason of its own.
+	// FRR's bfdd does this when bgpd deletes a session to re-create it
+	// with the BGP session's source address, the moment the BGP session
+	// comes up (its last packet names our discriminator, so fromPeer
+	// lets it through).
+	notPath := p.Diag == DiagNeighborDown || p.Diag == DiagAdminDown
 	s.remoteDisc = p.MyDiscriminator
 	s.remoteState = p.State
 	s.remoteMinRx = time.Duration(p.RequiredMinRxInterval) * time.Microsecond
@@ -389,8 +384,7 @@ func (s *Session) Receive(p Packet, now time.Time) Output {
 	case s.state == StateUp:
 		if p.State == StateDown {
 			out.add(s.transition(StateDown, DiagNeighborDown, notPath, now))
-			ev := &out.Events[len(out.Events)-1]
-			ev.PeerRestarted, ev.RemoteDiag = restarted, p.Diag
+			out.Events[len(out.Events)-1].RemoteDiag = p.Diag
 		}
 	}
 	if p.Poll {
@@ -407,9 +401,38 @@ func (s *Session) Receive(p Packet, now time.Time) Output {
 	return out
 }
 
+// fromPeer tells whether p can be from the peer's end of this session as
+// it stands. RFC 5880 6.8.6 selects the session of a packet by Your
+// Discriminator, or by the addresses when that is zero; this goes further
+// once the handshake has told each side the other's discriminator. From
+// Init on, bfd.RemoteDiscr is known (the Down that moved us to Init
+// carried it) and a peer's session keeps its discriminator for life, so a
+// packet with another My Discriminator is not from that session. Once Up,
+// the peer knows ours too (its Init or Up that moved us to Up named it),
+// so it names it in every packet, but for one: a Down after its detection
+// time expired, when it forgets ours (RFC 5880 6.8.1) and sends Your
+// Discriminator zero with its own My Discriminator. Anything else is
+// ignored: without this, a Down with Your Discriminator zero sent from the
+// peer's address would take an Up session down knowing nothing else (now
+// it must also know the peer's 32-bit discriminator). A peer that
+// restarted (a new discriminator) is not taken as starting over: it no
+// longer sends what the session accepts, so the detection time expires
+// here, the session goes Down and comes back from there, where a Down with
+// Your Discriminator zero starts the handshake as ever.
+func (s *Session) fromPeer(p Packet) bool {
+	switch s.state {
+	case StateUp:
+		return p.MyDiscriminator == s.remoteDisc &&
+			(p.YourDiscriminator == s.cfg.LocalDiscriminator || p.YourDiscriminator == 0 && p.State == StateDown)
+	case StateInit:
+		return p.MyDiscriminator == s.remoteDisc
+	}
+	return true
+}
+
 // transition moves the session to state and applies the timers of the new
-// state. remoteAdmin tells that the peer said AdminDown, or started a new
-// session: leaving Up is then neither a failure nor a flap.
+// state. remoteAdmin tells that the peer said AdminDown, or a Down that is
+// not of the path: leaving Up is then neither a failure nor a flap.
 func (s *Session) transition(to State, diag Diag, remoteAdmin bool, now time.Time) Output {
 	from := s.state
 	s.state = to

@@ -57,59 +57,47 @@ func into(t *testing.T, s *Session, st State, now time.Time) {
 	}
 }
 
-// TestSessionReceiveTransitions: every (local state, received state) pair
-// of RFC 5880 6.8.6.
-// A Down from the peer while Up is a failure when the peer's diagnostic
-// is one of the path (or none). It is not when the peer started a new
-// session (a new discriminator, no Your Discriminator), says we signalled
-// Down (we did not) or says AdminDown — FRR's bfdd sends such a Down when
-// bgpd re-creates its session the moment the BGP session comes up. The
-// session goes Down all the same, but that is neither a failure nor a
-// flap.
+// TestSessionPeerSaysDown: a Down from the peer while Up is a failure
+// when the peer's diagnostic is one of the path (or none). It is not when
+// the peer says we signalled Down (we did not) or says AdminDown — FRR's
+// bfdd sends such a Down when bgpd re-creates its session the moment the
+// BGP session comes up. The session goes Down all the same, but that is
+// neither a failure nor a flap. (A Down without our discriminator is
+// ignored while Up: TestSessionIgnoresForeignPackets.)
 func TestSessionPeerSaysDown(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		my, your  uint32
-		diag      Diag
-		failure   bool
-		restarted bool
+		name    string
+		diag    Diag
+		failure bool
 	}{
-		{"the known session says Down", remoteDisc, 0, DiagNone, true, false},
-		{"the known session says Down naming ours", remoteDisc, localDisc, DiagNone, true, false},
-		{"the peer's detection time expired", remoteDisc, localDisc, DiagControlDetectExpired, true, false},
-		{"the peer's path is down", remoteDisc, localDisc, DiagPathDown, true, false},
-		{"a new session says Down", remoteDisc + 1, 0, DiagNone, false, true},
-		{"the peer says we signalled Down", remoteDisc, localDisc, DiagNeighborDown, false, false},
-		{"Down with the AdminDown diagnostic", remoteDisc, localDisc, DiagAdminDown, false, false},
+		{"the peer says Down", DiagNone, true},
+		{"the peer's detection time expired", DiagControlDetectExpired, true},
+		{"the peer's path is down", DiagPathDown, true},
+		{"the peer says we signalled Down", DiagNeighborDown, false},
+		{"Down with the AdminDown diagnostic", DiagAdminDown, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestSession(t, Timers{}, nil)
 			into(t, s, StateUp, t0)
-			p := peer(StateDown, tc.your)
-			p.MyDiscriminator, p.Diag = tc.my, tc.diag
+			p := peer(StateDown, localDisc)
+			p.Diag = tc.diag
 			out := s.Receive(p, t0.Add(ms(10)))
 			if len(out.Events) != 1 || out.Events[0].New != StateDown || out.Events[0].Failure != tc.failure ||
-				out.Events[0].PeerRestarted != tc.restarted || out.Events[0].Diag != DiagNeighborDown || out.Events[0].RemoteDiag != tc.diag {
-				t.Fatalf("events %+v, want Up->Down diag 3 with failure %v, restarted %v, remote diag %v", out.Events, tc.failure, tc.restarted, tc.diag)
+				out.Events[0].Diag != DiagNeighborDown || out.Events[0].RemoteDiag != tc.diag {
+				t.Fatalf("events %+v, want Up->Down diag 3 with failure %v, remote diag %v", out.Events, tc.failure, tc.diag)
 			}
 			if tc.failure {
 				return
 			}
 			// Not counted as a flap: ten in a row are never held down.
-			my := tc.my
 			for i := 0; i < 10; i++ {
 				now := t0.Add(ms(100 * (i + 1)))
-				p := peer(StateInit, localDisc)
-				p.MyDiscriminator = my
-				s.Receive(p, now)
+				s.Receive(peer(StateInit, localDisc), now)
 				if s.State() != StateUp {
 					t.Fatalf("round %d: not Up again: %v (%+v)", i, s.State(), s.Status())
 				}
-				p = peer(StateDown, tc.your)
-				if tc.restarted {
-					my++
-				}
-				p.MyDiscriminator, p.Diag = my, tc.diag
+				p := peer(StateDown, localDisc)
+				p.Diag = tc.diag
 				if out := s.Receive(p, now.Add(ms(10))); len(out.Events) != 1 || out.Events[0].Failure || out.Events[0].HoldDown != 0 {
 					t.Fatalf("round %d: %+v", i, out.Events)
 				}
@@ -118,6 +106,9 @@ func TestSessionPeerSaysDown(t *testing.T) {
 	}
 }
 
+// TestSessionReceiveTransitions: every (local state, received state) pair
+// of RFC 5880 6.8.6. The peer names our discriminator once it can know
+// it: in Init and Up, and always while we are Up.
 func TestSessionReceiveTransitions(t *testing.T) {
 	type want struct {
 		state   State
@@ -150,7 +141,7 @@ func TestSessionReceiveTransitions(t *testing.T) {
 			s := newTestSession(t, Timers{}, nil)
 			into(t, s, tc.local, t0)
 			your := uint32(localDisc)
-			if tc.remote == StateDown || tc.remote == StateAdminDown {
+			if (tc.remote == StateDown || tc.remote == StateAdminDown) && tc.local != StateUp {
 				your = 0
 			}
 			now := t0.Add(ms(10))
@@ -201,6 +192,142 @@ func TestSessionDiscriminators(t *testing.T) {
 	s.Tick(t0.Add(ms(900)))
 	if st := s.Status(); st.RemoteDiscriminator != 0 || st.State != StateDown {
 		t.Fatalf("after the detection time: %+v, want remote discriminator 0 and Down", st)
+	}
+}
+
+// TestSessionIgnoresForeignPackets: once Init, a packet with a My
+// Discriminator other than the peer's known one is ignored, and once Up
+// also one with Your Discriminator zero (RFC 5880 6.8.6, see fromPeer):
+// no state change, no answer (not even to a Poll), no refresh of the
+// detection timer, no new remote values; counted as dropped. The peer's
+// own packets still count, and Down takes any Down to start.
+func TestSessionIgnoresForeignPackets(t *testing.T) {
+	const otherDisc = 0x3333
+	for _, tc := range []struct {
+		name      string
+		local, st State
+		my, your  uint32
+		poll, fin bool
+		// ignored, or else the state and diagnostic after the packet
+		ignored bool
+		want    State
+		diag    Diag
+	}{
+		{name: "Up: a spoofed Down with Your Discriminator 0 (another My Discriminator)", local: StateUp, st: StateDown, my: otherDisc, ignored: true},
+		{name: "Up: a Down with Your Discriminator 0 and no My Discriminator", local: StateUp, st: StateDown, my: 0, ignored: true},
+		{name: "Up: the peer's Down after its detection time expired (Your Discriminator 0, its My Discriminator)", local: StateUp, st: StateDown, my: remoteDisc, want: StateDown, diag: DiagNeighborDown},
+		{name: "Up: an Up with Your Discriminator 0", local: StateUp, st: StateUp, my: remoteDisc, ignored: true},
+		{name: "Up: a Down naming us with another My Discriminator", local: StateUp, st: StateDown, my: otherDisc, your: localDisc, ignored: true},
+		{name: "Up: an AdminDown with Your Discriminator 0", local: StateUp, st: StateAdminDown, my: remoteDisc, ignored: true},
+		{name: "Up: an AdminDown naming us with another My Discriminator", local: StateUp, st: StateAdminDown, my: otherDisc, your: localDisc, ignored: true},
+		{name: "Up: a Poll naming us with another My Discriminator", local: StateUp, st: StateUp, my: otherDisc, your: localDisc, poll: true, ignored: true},
+		{name: "Up: a Final naming us with another My Discriminator", local: StateUp, st: StateUp, my: otherDisc, your: localDisc, fin: true, ignored: true},
+		{name: "Up: the peer's Down", local: StateUp, st: StateDown, my: remoteDisc, your: localDisc, want: StateDown, diag: DiagNeighborDown},
+		{name: "Up: the peer's AdminDown", local: StateUp, st: StateAdminDown, my: remoteDisc, your: localDisc, want: StateDown, diag: DiagNeighborDown},
+		{name: "Init: a Down from another session of the peer", local: StateInit, st: StateDown, my: otherDisc, ignored: true},
+		{name: "Init: an AdminDown from another session of the peer", local: StateInit, st: StateAdminDown, my: otherDisc, ignored: true},
+		{name: "Init: an Init naming us with another My Discriminator", local: StateInit, st: StateInit, my: otherDisc, your: localDisc, ignored: true},
+		{name: "Init: the peer's Down before it heard us", local: StateInit, st: StateDown, my: remoteDisc, want: StateInit},
+		{name: "Init: the peer's AdminDown before it heard us", local: StateInit, st: StateAdminDown, my: remoteDisc, want: StateDown, diag: DiagNeighborDown},
+		{name: "Init: the peer's Init", local: StateInit, st: StateInit, my: remoteDisc, your: localDisc, want: StateUp},
+		{name: "Down: a Down from any discriminator starts the handshake", local: StateDown, st: StateDown, my: otherDisc, want: StateInit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestSession(t, Timers{}, nil)
+			into(t, s, tc.local, t0)
+			before, next := s.Status(), s.Next()
+			p := peer(tc.st, tc.your)
+			p.MyDiscriminator, p.Poll, p.Final = tc.my, tc.poll, tc.fin
+			p.DesiredMinTxInterval, p.RequiredMinRxInterval = us(ms(700)), us(ms(700)) // would change the timers
+			now := t0.Add(ms(10))
+			out := s.Receive(p, now)
+			if tc.ignored {
+				if len(out.Events) != 0 || len(out.Send) != 0 {
+					t.Fatalf("state %v, events %+v, %d packets sent; want the packet ignored", s.State(), out.Events, len(out.Send))
+				}
+				want := before
+				want.Dropped++
+				if st := s.Status(); st != want {
+					t.Fatalf("after an ignored packet\n%+v\nwant\n%+v", st, want)
+				}
+				if s.Next() != next {
+					t.Fatalf("Next %v after an ignored packet, was %v", s.Next(), next)
+				}
+				return
+			}
+			st := s.Status()
+			if st.State != tc.want || st.Diag != tc.diag || st.Received != before.Received+1 || st.Dropped != before.Dropped {
+				t.Fatalf("after %+v: %+v, want %v diag %v, one more received and none dropped", p, st, tc.want, tc.diag)
+			}
+			if st.RemoteDiscriminator != tc.my {
+				t.Fatalf("remote discriminator %x, want %x", st.RemoteDiscriminator, tc.my)
+			}
+			if tc.want != tc.local && (len(out.Send) != 1 || out.Send[0].YourDiscriminator != tc.my) {
+				t.Fatalf("on the change to %v sent %+v, want one packet naming %x", tc.want, out.Send, tc.my)
+			}
+		})
+	}
+}
+
+// TestSessionPeerRestart: a peer that restarts (its session starts over
+// with another discriminator and without ours) is not heard by the Up
+// session, which goes Down when the detection time expires — a failure,
+// diag 1 — and then comes Up again with the new session, whether that
+// was already sending Downs during the detection time or only starts
+// after it.
+func TestSessionPeerRestart(t *testing.T) {
+	const newDisc = 0x4444
+	for _, tc := range []struct {
+		name string
+		// when the new session's Downs arrive after the old session's last
+		// packet (at t0; the detection time is 900ms)
+		during []time.Duration
+		after  time.Duration
+	}{
+		{"silent, then a new session", nil, ms(2000)},
+		{"a new session at once", []time.Duration{ms(100), ms(400), ms(899)}, ms(1200)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestSession(t, Timers{}, nil)
+			into(t, s, StateUp, t0)
+			fresh := peer(StateDown, 0)
+			fresh.MyDiscriminator = newDisc
+			for _, d := range tc.during {
+				if out := s.Receive(fresh, t0.Add(d)); len(out.Events) != 0 || s.State() != StateUp {
+					t.Fatalf("the new session's Down %v in: %+v, state %v; want it ignored", d, out.Events, s.State())
+				}
+				if out := s.Tick(t0.Add(d)); len(out.Events) != 0 {
+					t.Fatalf("Tick %v in: %+v", d, out.Events)
+				}
+			}
+			if out := s.Tick(t0.Add(ms(900) - time.Microsecond)); len(out.Events) != 0 {
+				t.Fatalf("down before the detection time: %+v", out.Events)
+			}
+			out := s.Tick(t0.Add(ms(900)))
+			if len(out.Events) != 1 || out.Events[0].Old != StateUp || out.Events[0].New != StateDown ||
+				out.Events[0].Diag != DiagControlDetectExpired || !out.Events[0].Failure {
+				t.Fatalf("at the detection time: %+v, want Up->Down diag 1, a failure", out.Events)
+			}
+			if len(out.Send) != 1 || out.Send[0].State != StateDown || out.Send[0].YourDiscriminator != 0 {
+				t.Fatalf("at the detection time sent %+v, want a Down with Your Discriminator 0", out.Send)
+			}
+			// The new session's handshake: its Down moves us to Init,
+			// naming it; its Init (naming us) to Up.
+			now := t0.Add(tc.after)
+			out = s.Receive(fresh, now)
+			if s.State() != StateInit || len(out.Send) != 1 || out.Send[0].YourDiscriminator != newDisc {
+				t.Fatalf("the new session's Down: state %v, sent %+v; want Init naming %x", s.State(), out.Send, newDisc)
+			}
+			answer := peer(StateInit, localDisc)
+			answer.MyDiscriminator = newDisc
+			out = s.Receive(answer, now.Add(ms(10)))
+			if s.State() != StateUp || len(out.Events) != 1 || out.Events[0].New != StateUp {
+				t.Fatalf("the new session's Init: state %v, events %+v; want Up", s.State(), out.Events)
+			}
+			if st := s.Status(); st.RemoteDiscriminator != newDisc || st.Ups != 2 || st.Downs != 1 {
+				t.Fatalf("after the restart: %+v, want remote discriminator %x, 2 Ups, 1 Down", st, newDisc)
+			}
+		})
 	}
 }
 
