@@ -77,3 +77,72 @@ may it get /metrics (SubjectAccessReview). */}}
   verbs: [create]
 {{- end }}
 {{- end -}}
+
+{{/* A ValidatingAdmissionPolicy and its binding holding one ServiceAccount's Service writes (services and
+services/status UPDATE) to what Herald writes there: the spec, labels and ownerReferences never change; of the
+annotations only herald.dev/ip-allocated-from-pool; of the finalizers only the cloud provider's
+service.kubernetes.io/load-balancer-cleanup, and only when .finalizer is true. Status (addresses, conditions) is
+the holder's to write. Arguments (a dict): root, name, user, finalizer, annotations (extra metadata annotations,
+e.g. Helm hook ones, or ""), component (who, in the messages). */}}
+{{- define "herald.servicePolicy" -}}
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {{ .name }}
+  labels:
+    {{- include "herald.labels" .root | nindent 4 }}
+  {{- with .annotations }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["*"]
+      operations: [UPDATE]
+      resources: [services, services/status]
+  matchConditions:
+  - name: written-by-the-holder
+    expression: request.userInfo.username == {{ .user | quote }}
+  variables:
+  - name: ann
+    expression: object.metadata.?annotations.orValue({})
+  - name: oldAnn
+    expression: oldObject.metadata.?annotations.orValue({})
+  validations:
+  - expression: object.spec == oldObject.spec
+    message: {{ .component }} may not change a Service's spec
+  - expression: >-
+      object.metadata.?labels.orValue({}) == oldObject.metadata.?labels.orValue({}) &&
+      object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([])
+    message: {{ .component }} may not change a Service's labels or ownerReferences
+  - expression: >-
+      variables.ann.all(k, k == 'herald.dev/ip-allocated-from-pool' || (k in variables.oldAnn && variables.oldAnn[k] == variables.ann[k])) &&
+      variables.oldAnn.all(k, k == 'herald.dev/ip-allocated-from-pool' || k in variables.ann)
+    message: {{ .component }} may change no annotation of a Service but herald.dev/ip-allocated-from-pool
+  {{- if .finalizer }}
+  - expression: >-
+      object.metadata.?finalizers.orValue([]).filter(f, f != 'service.kubernetes.io/load-balancer-cleanup') ==
+      oldObject.metadata.?finalizers.orValue([]).filter(f, f != 'service.kubernetes.io/load-balancer-cleanup')
+    message: {{ .component }} may change no finalizer of a Service but service.kubernetes.io/load-balancer-cleanup
+  {{- else }}
+  - expression: object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([])
+    message: {{ .component }} may not change a Service's finalizers
+  {{- end }}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {{ .name }}
+  labels:
+    {{- include "herald.labels" .root | nindent 4 }}
+  {{- with .annotations }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+spec:
+  policyName: {{ .name }}
+  validationActions: [Deny]
+{{- end -}}
