@@ -5,9 +5,12 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,23 +119,96 @@ type NodeAddressSource struct {
 	NodeSelector *metav1.LabelSelector
 	// AddressType is v1beta1.NodeExternalIP or v1beta1.NodeInternalIP.
 	AddressType string
-	// DeniedPorts are the ports no Service may take on the pool's nodes,
-	// sorted: spec.nodeAddresses.deniedPorts, or DefaultDeniedPorts when
-	// it is unset.
-	DeniedPorts []int32
+	// Ports are the ports Services may take on the pool's nodes.
+	Ports PortPolicy
+}
+
+// PortRange is a range of ports (First to Last, both included) of one
+// protocol, or of every protocol when Protocol is "".
+type PortRange struct {
+	Protocol    string
+	First, Last int32
+	// Why is what the range is, for the reason a Service is refused
+	// ("" for a pool's own entries).
+	Why string
+}
+
+// Contains reports whether the range holds port of protocol proto.
+func (r PortRange) Contains(proto string, port int32) bool {
+	return (r.Protocol == "" || r.Protocol == proto) && port >= r.First && port <= r.Last
+}
+
+func (r PortRange) String() string {
+	s := strconv.Itoa(int(r.First))
+	if r.Last != r.First {
+		s += "-" + strconv.Itoa(int(r.Last))
+	}
+	if r.Protocol != "" {
+		s += "/" + r.Protocol
+	}
+	return s
+}
+
+// PortPolicy is which ports a node-address pool lets Services take on its
+// nodes: none of Denied, and, when Allowed is not nil, only those in it.
+type PortPolicy struct {
+	// Denied: spec.nodeAddresses.deniedPorts (every protocol), or
+	// DefaultDeniedPorts when it is unset.
+	Denied []PortRange
+	// Allowed: spec.nodeAddresses.allowedPorts; nil when unset (every port
+	// not denied), empty when it is an empty list (none).
+	Allowed []PortRange
+}
+
+// Refusal is why the policy refuses port of protocol proto, or "" when it
+// lets a Service take it.
+func (p PortPolicy) Refusal(proto string, port int32) string {
+	for _, r := range p.Denied {
+		if r.Contains(proto, port) {
+			what := "spec.nodeAddresses.deniedPorts"
+			if r.Why != "" {
+				what = "by default (spec.nodeAddresses.deniedPorts unset): " + r.Why
+			}
+			return fmt.Sprintf("the node-address pool denies %d/%s on its nodes (%s)", port, proto, what)
+		}
+	}
+	if p.Allowed != nil && !slices.ContainsFunc(p.Allowed, func(r PortRange) bool { return r.Contains(proto, port) }) {
+		allowed := make([]string, len(p.Allowed))
+		for i, r := range p.Allowed {
+			allowed[i] = r.String()
+		}
+		return fmt.Sprintf("the node-address pool allows only %s on its nodes (spec.nodeAddresses.allowedPorts), not %d/%s",
+			strings.Join(allowed, ", "), port, proto)
+	}
+	return ""
 }
 
 // DefaultDeniedPorts are the ports a node-address pool denies when its
 // spec.nodeAddresses.deniedPorts is unset: what the nodes themselves serve
-// (SSH, BGP, BFD, etcd, the Kubernetes components, Herald's own ports at
-// the chart's defaults).
-var DefaultDeniedPorts = []int32{22, 179, 2379, 2380, 3784, 3785, 4784, 6443, 7443, 7572, 7573, 7946,
-	10249, 10250, 10255, 10256, 10257, 10258, 10259}
-
-// Denies reports whether port is one of the pool's denied ports.
-func (s *NodeAddressSource) Denies(port int32) bool {
-	_, found := slices.BinarySearch(s.DeniedPorts, port)
-	return found
+// (SSH, BGP, BFD, etcd, the Kubernetes components, k3s's and RKE2's
+// supervisor, Herald's own ports at the chart's defaults), the overlay
+// networks' UDP ports, and the default NodePort range (a forwarder there
+// would take the node's NodePorts).
+var DefaultDeniedPorts = []PortRange{
+	{"", 22, 22, "SSH"},
+	{"", 179, 179, "BGP"},
+	{"", 2379, 2380, "etcd"},
+	{"", 3784, 3785, "BFD"},
+	{"", 4784, 4784, "multihop BFD"},
+	{"UDP", 4789, 4789, "VXLAN"},
+	{"UDP", 6081, 6081, "Geneve"},
+	{"", 6443, 6443, "the Kubernetes API server"},
+	{"", 6444, 6444, "k3s's API server"},
+	{"", 7443, 7443, "Herald's NLLB"},
+	{"", 7572, 7573, "Herald's speaker"},
+	{"", 7946, 7946, "Herald's memberlist"},
+	{"UDP", 8472, 8472, "VXLAN (flannel, Cilium)"},
+	{"", 9345, 9345, "the RKE2 and k3s supervisor"},
+	{"", 10249, 10250, "kube-proxy and the kubelet"},
+	{"", 10255, 10259, "the kubelet, kube-proxy, the controller manager, the cloud controller, the scheduler"},
+	{"", 30000, 32767, "the default NodePort range"},
+	{"UDP", 51820, 51821, "WireGuard"},
+	{"UDP", 51871, 51871, "WireGuard (Cilium)"},
 }
 
 // Allocation is a compiled spec.serviceAllocation.

@@ -229,6 +229,8 @@ func TestPoolModel(t *testing.T) {
 		{ObjectMeta: meta("n", 0), Spec: v1beta1.IPAddressPoolSpec{NodeAddresses: &v1beta1.NodeAddresses{}}},
 		{ObjectMeta: meta("open", 0), Spec: v1beta1.IPAddressPoolSpec{NodeAddresses: &v1beta1.NodeAddresses{DeniedPorts: &[]int32{}}}},
 		{ObjectMeta: meta("own", 0), Spec: v1beta1.IPAddressPoolSpec{NodeAddresses: &v1beta1.NodeAddresses{DeniedPorts: &[]int32{8080, 22, 8080}}}},
+		{ObjectMeta: meta("web", 0), Spec: v1beta1.IPAddressPoolSpec{NodeAddresses: &v1beta1.NodeAddresses{
+			AllowedPorts: &[]v1beta1.PortRange{{Protocol: "TCP", Port: 80}, {Port: 8000, EndPort: new(int32(8099))}}}}},
 	}})
 	if probs.Err() != nil {
 		t.Fatal(probs)
@@ -254,21 +256,20 @@ func TestPoolModel(t *testing.T) {
 	if n.NodeAddresses == nil || n.NodeAddresses.AddressType != v1beta1.NodeExternalIP || !n.AutoAssign {
 		t.Errorf("node pool = %+v", n)
 	}
-	// Denied ports: the defaults when unset (SSH, the API server, the kubelet, Herald's speaker among
-	// them), none for an empty list, and a list as given (sorted, without repeats).
-	for _, port := range []int32{22, 2379, 6443, 10250, 7572, 7946} {
-		if !n.NodeAddresses.Denies(port) {
-			t.Errorf("node pool without deniedPorts allows port %d", port)
-		}
+	// Ports: the defaults when unset, none denied for an empty list, a list as given (sorted, without repeats,
+	// every protocol), allowedPorts as written. TestPortPolicy has the cases.
+	if got := n.NodeAddresses.Ports; !slices.Equal(got.Denied, DefaultDeniedPorts) || got.Allowed != nil {
+		t.Errorf("node pool without deniedPorts: %+v", got)
 	}
-	if n.NodeAddresses.Denies(80) || n.NodeAddresses.Denies(443) {
-		t.Error("node pool without deniedPorts denies 80 or 443")
+	if o := cfg.Pool("open").NodeAddresses.Ports; o.Denied == nil || len(o.Denied) != 0 || o.Refusal("TCP", 22) != "" {
+		t.Errorf("deniedPorts: [] gives %+v", o)
 	}
-	if o := cfg.Pool("open").NodeAddresses; len(o.DeniedPorts) != 0 || o.Denies(22) {
-		t.Errorf("deniedPorts: [] denies %v", o.DeniedPorts)
+	if o := cfg.Pool("own").NodeAddresses.Ports; !slices.Equal(o.Denied, []PortRange{{First: 22, Last: 22}, {First: 8080, Last: 8080}}) || o.Refusal("TCP", 6443) != "" {
+		t.Errorf("deniedPorts [8080, 22, 8080] gives %+v", o)
 	}
-	if o := cfg.Pool("own").NodeAddresses; !slices.Equal(o.DeniedPorts, []int32{22, 8080}) || o.Denies(6443) {
-		t.Errorf("deniedPorts [8080, 22, 8080] gives %v", o.DeniedPorts)
+	want := []PortRange{{Protocol: "TCP", First: 80, Last: 80}, {First: 8000, Last: 8099}}
+	if o := cfg.Pool("web").NodeAddresses.Ports; !slices.Equal(o.Allowed, want) || !slices.Equal(o.Denied, DefaultDeniedPorts) {
+		t.Errorf("allowedPorts [80/TCP, 8000-8099] gives %+v", o)
 	}
 	if cfg.Pool("missing") != nil {
 		t.Error("Pool(missing) != nil")

@@ -131,18 +131,41 @@ func parseNodeAddresses(na *v1beta1.NodeAddresses, r *reporter) *NodeAddressSour
 			src.NodeSelector = sel
 		}
 	}
-	src.DeniedPorts = DefaultDeniedPorts
+	src.Ports.Denied = DefaultDeniedPorts
 	if na.DeniedPorts != nil {
-		src.DeniedPorts = nil
+		ports := []int32{}
 		for i, p := range *na.DeniedPorts {
 			if p < 1 || p > 65535 {
 				r.errorf(fmt.Sprintf("spec.nodeAddresses.deniedPorts[%d]", i), "%d is not a port (1-65535)", p)
 				continue
 			}
-			src.DeniedPorts = append(src.DeniedPorts, p)
+			ports = append(ports, p)
 		}
-		slices.Sort(src.DeniedPorts)
-		src.DeniedPorts = slices.Compact(src.DeniedPorts)
+		slices.Sort(ports)
+		src.Ports.Denied = []PortRange{}
+		for _, p := range slices.Compact(ports) {
+			src.Ports.Denied = append(src.Ports.Denied, PortRange{First: p, Last: p})
+		}
+	}
+	if na.AllowedPorts != nil {
+		src.Ports.Allowed = []PortRange{}
+		for i, a := range *na.AllowedPorts {
+			field := fmt.Sprintf("spec.nodeAddresses.allowedPorts[%d]", i)
+			pr := PortRange{Protocol: a.Protocol, First: a.Port, Last: a.Port}
+			if a.EndPort != nil {
+				pr.Last = *a.EndPort
+			}
+			switch {
+			case a.Protocol != "" && a.Protocol != "TCP" && a.Protocol != "UDP" && a.Protocol != "SCTP":
+				r.errorf(field+".protocol", "%q is not TCP, UDP or SCTP", a.Protocol)
+			case pr.First < 1 || pr.First > 65535 || pr.Last < 1 || pr.Last > 65535:
+				r.errorf(field, "%s is not a port or range of ports (1-65535)", pr)
+			case pr.Last < pr.First:
+				r.errorf(field+".endPort", "%d is below port %d", pr.Last, pr.First)
+			default:
+				src.Ports.Allowed = append(src.Ports.Allowed, pr)
+			}
+		}
 	}
 	switch na.AddressType {
 	case "":

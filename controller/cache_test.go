@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/config/endpoints"
 	"github.com/herald-lb/herald/config/svcstatus"
@@ -295,7 +296,7 @@ func TestCacheTransformsKeepWhatTheControllerReads(t *testing.T) {
 			t.Fatalf("%s: event reference %+v, trimmed %+v", key, wr, gr)
 		}
 		for _, sel := range poolSelectors {
-			o := svclb.Options{Namespace: "herald-system", Image: "herald", PoolNodeSelector: sel, DeniedPorts: []int32{9053}}
+			o := svclb.Options{Namespace: "herald-system", Image: "herald", PoolNodeSelector: sel, Ports: config.PortPolicy{Denied: []config.PortRange{{First: 9053, Last: 9053}}}}
 			o.Nodes = nodes
 			wds, wp := svclb.Build(w, o)
 			o.Nodes = tNodes

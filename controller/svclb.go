@@ -102,7 +102,7 @@ func (r *Reconciler) syncServiceLB(ctx context.Context, nn types.NamespacedName,
 		Image:            r.svclb.Image,
 		ImagePullPolicy:  r.svclb.ImagePullPolicy,
 		PoolNodeSelector: pool.NodeAddresses.NodeSelector,
-		DeniedPorts:      pool.NodeAddresses.DeniedPorts,
+		Ports:            pool.NodeAddresses.Ports,
 		Nodes:            nodes.Items,
 	})
 	res.problems = problems

@@ -685,7 +685,7 @@ func TestSvclbDeniedPort(t *testing.T) {
 	e.updateSvc("web", func(s *corev1.Service) {
 		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "ssh", Port: 22, Protocol: corev1.ProtocolTCP})
 	})
-	e.waitEvent(e.app, "web", EventServiceLBInvalid, "spec.ports[1].port=\"22\": the node-address pool denies this port")
+	e.waitEvent(e.app, "web", EventServiceLBInvalid, "spec.ports[1].port=\"22\": the node-address pool denies 22/TCP on its nodes (by default (spec.nodeAddresses.deniedPorts unset): SSH)")
 	e.waitNoDS("web")
 
 	e.updatePool("nodes", func(p *v1beta1.IPAddressPool) { p.Spec.NodeAddresses.DeniedPorts = &[]int32{} })

@@ -89,17 +89,46 @@ type NodeAddresses struct {
 	// DeniedPorts are the ports no Service may take on the pool's nodes (its
 	// forwarder would listen on them there, TCP and UDP alike). Unset: the
 	// nodes' own services (SSH 22, BGP 179, BFD 3784, 3785 and 4784, etcd
-	// 2379 and 2380, the API server 6443, the kubelet 10250 and 10255,
-	// kube-proxy 10249 and 10256, the controller manager 10257, the cloud
-	// controller 10258, the scheduler 10259, Herald's speaker 7572, 7573 and
-	// memberlist 7946, NLLB 7443). An empty list denies none. A Service asking
-	// for a denied port gets a Warning event and no forwarder.
+	// 2379 and 2380, the API server 6443 and k3s's 6444, RKE2/k3s's
+	// supervisor 9345, the kubelet 10250 and 10255, kube-proxy 10249 and
+	// 10256, the controller manager 10257, the cloud controller 10258, the
+	// scheduler 10259, Herald's speaker 7572, 7573 and memberlist 7946, NLLB
+	// 7443), the overlays' UDP ports (VXLAN 4789 and 8472, Geneve 6081,
+	// WireGuard 51820, 51821 and 51871) and the default NodePort range
+	// 30000-32767. An empty list denies none. A Service asking for a denied
+	// port gets a Warning event and no forwarder.
 	// +optional
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:Minimum=1
 	// +kubebuilder:validation:items:Maximum=65535
 	// +listType=set
 	DeniedPorts *[]int32 `json:"deniedPorts,omitempty"`
+
+	// AllowedPorts, when set, are the only ports a Service may take on the
+	// pool's nodes (each of one protocol or of all, a port or a range);
+	// deniedPorts (or its default) still applies within them. Unset: every
+	// port that is not denied. An empty list allows none.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	AllowedPorts *[]PortRange `json:"allowedPorts,omitempty"`
+}
+
+// PortRange is a port, or a range of ports, of one protocol or of all.
+// +kubebuilder:validation:XValidation:rule="!has(self.endPort) || self.endPort >= self.port",message="endPort must not be below port"
+type PortRange struct {
+	// Protocol is TCP, UDP or SCTP; unset: every protocol.
+	// +optional
+	// +kubebuilder:validation:Enum=TCP;UDP;SCTP
+	Protocol string `json:"protocol,omitempty"`
+	// Port is the (first) port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// EndPort, when set, makes the range Port to EndPort, both included.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	EndPort *int32 `json:"endPort,omitempty"`
 }
 
 // ServiceAllocation scopes a pool to Services and gives it a priority.

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/herald-lb/herald/config"
 	forwarder "github.com/herald-lb/herald/svclb"
 )
 
@@ -317,8 +318,14 @@ func TestBuildProblems(t *testing.T) {
 		{name: "no namespace", svc: testService(), opts: &Options{Image: "herald:test"}, field: "options.namespace", want: "not set"},
 		{name: "no image", svc: testService(), opts: &Options{Namespace: "herald-system"}, field: "options.image", want: "not set"},
 		{name: "denied port", svc: testService(func(s *corev1.Service) { s.Spec.Ports[1].Port = 22 }),
-			opts:  &Options{Namespace: "n", Image: "i", DeniedPorts: []int32{22, 6443}},
-			field: "spec.ports[1].port", want: "denies this port"},
+			opts:  &Options{Namespace: "n", Image: "i", Ports: config.PortPolicy{Denied: config.DefaultDeniedPorts}},
+			field: "spec.ports[1].port", want: "the node-address pool denies 22/UDP on its nodes (by default (spec.nodeAddresses.deniedPorts unset): SSH)"},
+		{name: "denied UDP port (VXLAN)", svc: testService(func(s *corev1.Service) { s.Spec.Ports[1].Port, s.Spec.Ports[1].Protocol = 8472, corev1.ProtocolUDP }),
+			opts:  &Options{Namespace: "n", Image: "i", Ports: config.PortPolicy{Denied: config.DefaultDeniedPorts}},
+			field: "spec.ports[1].port", want: "denies 8472/UDP"},
+		{name: "port outside allowedPorts (denied)", svc: testService(),
+			opts:  &Options{Namespace: "n", Image: "i", Ports: config.PortPolicy{Allowed: []config.PortRange{{Protocol: "TCP", First: 443, Last: 443}}}},
+			field: "spec.ports[1].port", want: "allows only 443/TCP on its nodes (spec.nodeAddresses.allowedPorts), not 53/UDP"},
 		{name: "bad pool selector", svc: testService(), opts: &Options{Namespace: "n", Image: "i", PoolNodeSelector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}},
 			field: "pool.nodeSelector.matchExpressions[0].operator", want: "unknown operator"},

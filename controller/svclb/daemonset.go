@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/herald-lb/herald/config"
 	forwarder "github.com/herald-lb/herald/svclb"
 )
 
@@ -81,10 +82,10 @@ type Options struct {
 	// Nodes are the cluster's nodes; only their labels are read (the
 	// enablelb rule depends on whether any node carries the label).
 	Nodes []corev1.Node
-	// DeniedPorts are the ports the pool denies on its nodes (sorted): a
-	// Service port among them is a Problem with Denied set, and no
+	// Ports are the ports the pool lets Services take on its nodes: a
+	// Service port it refuses is a Problem with Denied set, and no
 	// DaemonSet is built.
-	DeniedPorts []int32
+	Ports config.PortPolicy
 	// ProbePortBase: the first probe port tried (0: DefaultProbePortBase).
 	ProbePortBase int
 }
@@ -251,9 +252,8 @@ func Build(svc *corev1.Service, opts Options) (*appsv1.DaemonSet, []Problem) {
 			bad(field+".protocol", string(proto), "herald svclb forwards only TCP and UDP")
 			continue
 		}
-		if _, denied := slices.BinarySearch(opts.DeniedPorts, p.Port); denied {
-			problems = append(problems, Problem{Field: field + ".port", Value: strconv.Itoa(int(p.Port)), Denied: true,
-				Reason: "the node-address pool denies this port on its nodes (spec.nodeAddresses.deniedPorts; by default the nodes' own services: SSH, etcd, the API server, the kubelet, Herald's ports)"})
+		if why := opts.Ports.Refusal(string(proto), p.Port); why != "" {
+			problems = append(problems, Problem{Field: field + ".port", Value: strconv.Itoa(int(p.Port)), Denied: true, Reason: why})
 			continue
 		}
 		destPort := p.Port
