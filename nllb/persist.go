@@ -16,6 +16,11 @@ import (
 // stateVersion is the format version of the persisted upstream set.
 const stateVersion = 1
 
+// MaxUpstreamFileSize caps the persisted upstream file that ReadUpstreamFile
+// accepts: the file lists API-server endpoints (at most ~55 bytes each), so a
+// real one holds a few hundred bytes; 1 MiB is far above any cluster.
+const MaxUpstreamFileSize = 1 << 20
+
 // persisted is the file's JSON shape.
 type persisted struct {
 	Version   int      `json:"version"`
@@ -56,11 +61,22 @@ func WriteUpstreams(path string, ups []netip.AddrPort) (bool, error) {
 	return wrote, nil
 }
 
-// LoadUpstreams reads the set SaveUpstreams wrote. A missing file is an
-// error wrapping fs.ErrNotExist; a file that does not parse, has another
-// version, an invalid address or no upstream is an error naming the file.
+// ReadUpstreamFile returns the content of the persisted upstream file. The
+// speaker writes the file (herald speaker --nllb-state-file), so it is read
+// without trusting it: path must be a regular file, not a symlink, FIFO or
+// device, of at most MaxUpstreamFileSize bytes (see atomicfile.ReadRegular).
+// A missing file is an error wrapping fs.ErrNotExist; every error names
+// path.
+func ReadUpstreamFile(path string) ([]byte, error) {
+	return atomicfile.ReadRegular(path, MaxUpstreamFileSize)
+}
+
+// LoadUpstreams reads the set SaveUpstreams wrote (with ReadUpstreamFile).
+// A missing file is an error wrapping fs.ErrNotExist; a file that is
+// refused, does not parse, has another version, an invalid address or no
+// upstream is an error naming the file.
 func LoadUpstreams(path string) ([]netip.AddrPort, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadUpstreamFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load upstreams: %w", err)
 	}

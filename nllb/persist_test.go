@@ -3,11 +3,14 @@ package nllb
 import (
 	"errors"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestPersistRoundTrip(t *testing.T) {
@@ -104,5 +107,87 @@ func TestStartUpstreams(t *testing.T) {
 	got, err := StartUpstreams(good, nil, quiet)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("persisted set, no seed: %v, %v", got, err)
+	}
+}
+
+// TestLoadUpstreamsRefusesUntrustedFiles: the speaker writes the file, so
+// LoadUpstreams (and StartUpstreams through it) reads only a regular file
+// of at most MaxUpstreamFileSize bytes: a symlink (even to a good file), a
+// FIFO without a writer, a device or a larger file is refused promptly
+// with an error naming the file, and the balancer starts from the seed; a
+// missing file stays fs.ErrNotExist.
+func TestLoadUpstreamsRefusesUntrustedFiles(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	if err := SaveUpstreams(good, aps("10.0.0.2:6443")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "zero.json")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	large := filepath.Join(dir, "large.json")
+	// A valid file padded past the cap: refused on its size alone.
+	content := `{"version":1,"upstreams":["10.0.0.2:6443"]}`
+	if err := os.WriteFile(large, []byte(content+strings.Repeat(" ", MaxUpstreamFileSize-len(content)+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seed := aps("10.0.0.1:6443")
+	tests := []struct {
+		name, path string
+		want       string // "" : read, else in the error
+	}{
+		{"regular file", good, ""},
+		{"symlink to the good file", link, "not a regular file"},
+		{"symlink to /dev/zero", zero, "not a regular file"},
+		{"FIFO without a writer", fifo, "not a regular file"},
+		{"larger than MaxUpstreamFileSize", large, "file too large"},
+		{"missing file", filepath.Join(dir, "missing.json"), "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			type result struct {
+				ups, start []netip.AddrPort
+				err        error
+			}
+			done := make(chan result, 1)
+			go func() {
+				ups, err := LoadUpstreams(tt.path)
+				start, serr := StartUpstreams(tt.path, seed, quiet)
+				if serr != nil {
+					err = errors.Join(err, serr)
+				}
+				done <- result{ups, start, err}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("LoadUpstreams(%s) did not return within 10s: it hangs", tt.path)
+			}
+			if tt.want == "" {
+				if r.err != nil || !slices.Equal(r.ups, aps("10.0.0.2:6443")) || len(r.start) != 2 {
+					t.Fatalf("LoadUpstreams = %v, StartUpstreams = %v, %v; want the persisted set (plus the seed)", r.ups, r.start, r.err)
+				}
+				return
+			}
+			if r.err == nil || !strings.Contains(r.err.Error(), tt.want) || !strings.Contains(r.err.Error(), tt.path) {
+				t.Fatalf("LoadUpstreams = %v, %v; want an error naming %s and %q", r.ups, r.err, tt.path, tt.want)
+			}
+			if tt.name == "missing file" && !errors.Is(r.err, fs.ErrNotExist) {
+				t.Fatalf("missing file: %v, want fs.ErrNotExist", r.err)
+			}
+			if !slices.Equal(r.start, seed) {
+				t.Fatalf("StartUpstreams = %v, want the seed alone", r.start)
+			}
+		})
 	}
 }

@@ -9,8 +9,11 @@
 //     the content changes;
 //   - the Follower runs in `herald nllb`: it reads the file every few
 //     seconds and, when its content changed, applies what it lists plus
-//     the node's seeds. A missing, empty or corrupt file, or one listing
-//     nothing of the node's family, changes nothing and is logged once.
+//     the node's seeds. A missing, empty or corrupt file, one listing
+//     nothing of the node's family, or one refused (a symlink, FIFO,
+//     device or a file over nllb.MaxUpstreamFileSize: the speaker is not
+//     trusted to hang or exhaust the node's balancer), changes nothing
+//     and is logged once.
 //
 // The file is the one `herald nllb` starts from after a restart, so the
 // running set and the starting set agree.
@@ -24,7 +27,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/netip"
-	"os"
 	"slices"
 	"time"
 
@@ -89,7 +91,9 @@ func (w *Writer) Run(ctx context.Context) error {
 const DefaultPollInterval = 2 * time.Second
 
 // Follower applies the upstream set a file lists, plus the seeds, whenever
-// the file's content changes.
+// the file's content changes. The file is read with nllb.ReadUpstreamFile:
+// a symlink, FIFO, device or oversized file is refused (logged, the
+// current upstreams stay) instead of hanging or exhausting the reader.
 type Follower struct {
 	// Path is the persisted upstream file.
 	Path string
@@ -169,7 +173,7 @@ func (f *Follower) Check() []netip.AddrPort {
 	}
 	seeds := f.seeds()
 	log := f.logger().With("path", f.Path)
-	data, err := os.ReadFile(f.Path)
+	data, err := nllb.ReadUpstreamFile(f.Path) // refuses a symlink, FIFO, device or huge file
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		f.report(log, slog.LevelInfo, "nllb upstream file not written yet (the speaker's feed writes it); keeping the current upstreams", nil)

@@ -1,5 +1,6 @@
 // Package atomicfile replaces a file's content so that a reader (or a
-// crash) sees either the old content or the new one, never a mix.
+// crash) sees either the old content or the new one, never a mix, and
+// reads such a file without trusting its writer (ReadRegular).
 package atomicfile
 
 import (
