@@ -7,23 +7,26 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/herald-lb/herald/internal/termsafe"
 )
 
 // Write prints a ServiceReport for people: the cause first, then the
 // conditions, each address with every node's part, and the recent
 // warnings. wide adds the sessions' prefixes and BFD state and the
-// events' times (now is when they are measured from).
+// events' times (now is when they are measured from). Every text from an
+// object is printed through termsafe.Escape.
 func Write(out io.Writer, r ServiceReport, wide bool, now time.Time) error {
 	ew := &errWriter{w: out}
-	ew.printf("Service:   %s\n", r.Service)
-	ew.printf("Cause:     %s\n", r.Cause)
+	ew.printf("Service:   %s\n", termsafe.Escape(r.Service))
+	ew.printf("Cause:     %s\n", termsafe.Escape(r.Cause))
 	ew.printf("Allocated: %s\n", condText(r.Allocated))
 	ew.printf("Announced: %s\n", condText(r.Announced))
 	if r.ExternalTrafficPolicy != "" {
-		ew.printf("Policy:    externalTrafficPolicy %s\n", r.ExternalTrafficPolicy)
+		ew.printf("Policy:    externalTrafficPolicy %s\n", termsafe.Escape(r.ExternalTrafficPolicy))
 	}
 	for _, a := range r.Addresses {
-		ew.printf("\n%s (pool %s, %s): %s\n", a.Address, orDash(a.Pool), a.Mode, addressLine(a))
+		ew.printf("\n%s (pool %s, %s): %s\n", termsafe.Escape(a.Address), termsafe.Escape(orDash(a.Pool)), termsafe.Escape(a.Mode), addressLine(a))
 		if len(a.Nodes) == 0 {
 			continue
 		}
@@ -39,14 +42,14 @@ func Write(out io.Writer, r ServiceReport, wide bool, now time.Time) error {
 		cols = append(cols, "WHY")
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 		for _, n := range a.Nodes {
-			row := []string{"  " + n.Node}
+			row := []string{"  " + termsafe.Escape(n.Node)}
 			if l2 {
-				row = append(row, n.L2)
+				row = append(row, termsafe.Escape(n.L2))
 			}
 			if bgp {
-				row = append(row, orDash(n.BGP), sessionsText(n.Sessions, wide))
+				row = append(row, termsafe.Escape(orDash(n.BGP)), sessionsText(n.Sessions, wide))
 			}
-			row = append(row, orDash(n.Why))
+			row = append(row, termsafe.Escape(orDash(n.Why)))
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 		if err := tw.Flush(); err != nil {
@@ -54,7 +57,7 @@ func Write(out io.Writer, r ServiceReport, wide bool, now time.Time) error {
 		}
 	}
 	if len(r.ReadySpeakers) > 0 {
-		ew.printf("\nReady speakers (the plan's candidates): %s\n", strings.Join(r.ReadySpeakers, ", "))
+		ew.printf("\nReady speakers (the plan's candidates): %s\n", termsafe.Escape(strings.Join(r.ReadySpeakers, ", ")))
 	}
 	if len(r.Warnings) > 0 {
 		ew.printf("\nRecent warnings:\n")
@@ -63,13 +66,14 @@ func Write(out io.Writer, r ServiceReport, wide bool, now time.Time) error {
 			if wide {
 				when = ", " + age(now.Sub(e.Last)) + " ago"
 			}
-			ew.printf("  %s (x%d, %s%s): %s\n", e.Reason, e.Count, orDash(e.From), when, e.Message)
+			ew.printf("  %s (x%d, %s%s): %s\n", termsafe.Escape(e.Reason), e.Count, termsafe.Escape(orDash(e.From)), when, termsafe.Escape(e.Message))
 		}
 	}
 	return ew.err
 }
 
-// WriteStatus prints a StatusReport for people.
+// WriteStatus prints a StatusReport for people, every text from an object
+// through termsafe.Escape.
 func WriteStatus(out io.Writer, r StatusReport, wide bool) error {
 	ew := &errWriter{w: out}
 	ew.printf("POOLS\n")
@@ -80,7 +84,7 @@ func WriteStatus(out io.Writer, r StatusReport, wide bool) error {
 		if p.Kind == "addresses" {
 			v4, v6 = used(p.AssignedIPv4, p.AvailableIPv4), used(p.AssignedIPv6, p.AvailableIPv6)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.Kind, p.Serving, p.Services, v4, v6)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", termsafe.Escape(p.Name), termsafe.Escape(p.Kind), termsafe.Escape(p.Serving), p.Services, v4, v6)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -88,7 +92,7 @@ func WriteStatus(out io.Writer, r StatusReport, wide bool) error {
 	if len(r.Waiting) > 0 {
 		ew.printf("\nWAITING FOR AN ADDRESS\n")
 		for _, g := range r.Waiting {
-			ew.printf("  %s: %d Service(s): %s%s\n    %s\n", g.Reason, g.Count, strings.Join(g.Services, ", "), more(g.Count, len(g.Services)), g.Message)
+			ew.printf("  %s: %d Service(s): %s%s\n    %s\n", termsafe.Escape(g.Reason), g.Count, termsafe.Escape(strings.Join(g.Services, ", ")), more(g.Count, len(g.Services)), termsafe.Escape(g.Message))
 		}
 	}
 	if len(r.Unannounced) > 0 {
@@ -98,7 +102,7 @@ func WriteStatus(out io.Writer, r StatusReport, wide bool) error {
 				ew.printf("  ... and %d more (-o wide lists them all)\n", len(r.Unannounced)-maxListed)
 				break
 			}
-			ew.printf("  %s (%s): %s\n", u.Address, strings.Join(u.Services, ", "), u.Reason)
+			ew.printf("  %s (%s): %s\n", termsafe.Escape(u.Address), termsafe.Escape(strings.Join(u.Services, ", ")), termsafe.Escape(u.Reason))
 		}
 	}
 	ew.printf("\nSPEAKERS\n")
@@ -111,7 +115,7 @@ func WriteStatus(out io.Writer, r StatusReport, wide bool) error {
 			l2 = strconv.Itoa(s.L2Addresses)
 			sess = sessionsText(s.Sessions, wide)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", s.Node, orDash(s.Pod), yesNo(s.Ready), members, l2, sess)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", termsafe.Escape(s.Node), termsafe.Escape(orDash(s.Pod)), yesNo(s.Ready), members, l2, sess)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -119,9 +123,9 @@ func WriteStatus(out io.Writer, r StatusReport, wide bool) error {
 	if len(r.Configuration) > 0 {
 		ew.printf("\nCONFIGURATION WITH PROBLEMS\n")
 		for _, c := range r.Configuration {
-			ew.printf("  %s %s (serving: %s)\n", c.Kind, c.Name, servingText(c.Serving))
+			ew.printf("  %s %s (serving: %s)\n", termsafe.Escape(c.Kind), termsafe.Escape(c.Name), servingText(c.Serving))
 			for _, p := range c.Problems {
-				ew.printf("    %s\n", p)
+				ew.printf("    %s\n", termsafe.Escape(p))
 			}
 		}
 	}
@@ -138,18 +142,19 @@ func servingText(s string) string {
 	return "not in use"
 }
 
+// addressLine says how an address is announced; its texts are escaped.
 func addressLine(a AddressReport) string {
 	switch {
 	case a.Mode == "ServiceLB":
-		return "the own address of " + orDash(strings.Join(a.ServiceLBNodes, ", "))
+		return "the own address of " + termsafe.Escape(orDash(strings.Join(a.ServiceLBNodes, ", ")))
 	case !a.Announced:
-		return "NOT ANNOUNCED (" + a.Reason + ")"
+		return "NOT ANNOUNCED (" + termsafe.Escape(a.Reason) + ")"
 	}
 	var parts []string
 	if a.L2Node != "" {
-		p := "answered by " + a.L2Node
+		p := "answered by " + termsafe.Escape(a.L2Node)
 		if len(a.Interfaces) > 0 {
-			p += " on " + strings.Join(a.Interfaces, ", ")
+			p += " on " + termsafe.Escape(strings.Join(a.Interfaces, ", "))
 		}
 		parts = append(parts, p)
 	}
@@ -160,18 +165,18 @@ func addressLine(a AddressReport) string {
 }
 
 // sessionsText lists sessions as "peer:State", with the prefixes and BFD
-// state when wide.
+// state when wide; its texts are escaped.
 func sessionsText(ss []SessionReport, wide bool) string {
 	if len(ss) == 0 {
 		return "-"
 	}
 	var parts []string
 	for _, s := range ss {
-		p := s.Peer + ":" + s.State
+		p := termsafe.Escape(s.Peer) + ":" + termsafe.Escape(s.State)
 		if wide {
-			p += fmt.Sprintf("(%s,%d", s.Address, s.Prefixes)
+			p += fmt.Sprintf("(%s,%d", termsafe.Escape(s.Address), s.Prefixes)
 			if s.BFD != "" {
-				p += ",bfd " + s.BFD
+				p += ",bfd " + termsafe.Escape(s.BFD)
 			}
 			p += ")"
 		}
@@ -180,13 +185,14 @@ func sessionsText(ss []SessionReport, wide bool) string {
 	return strings.Join(parts, " ")
 }
 
+// condText says a condition; its texts are escaped.
 func condText(c *Condition) string {
 	if c == nil {
 		return "(not written)"
 	}
-	s := c.Status + " " + c.Reason
+	s := termsafe.Escape(c.Status) + " " + termsafe.Escape(c.Reason)
 	if c.Message != "" {
-		s += ": " + c.Message
+		s += ": " + termsafe.Escape(c.Message)
 	}
 	return s
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/explain"
+	"github.com/herald-lb/herald/internal/termsafe"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.commit=...".
@@ -104,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		name, err := serviceName(rest[1])
 		if err != nil {
-			fmt.Fprintln(stderr, "kubectl herald explain:", err)
+			fmt.Fprintln(stderr, "kubectl herald explain:", termsafe.Escape(err.Error()))
 			return 2
 		}
 		return do(ctx, kube, o, stdout, stderr, func(c client.Reader, ns string) (any, func(io.Writer, bool) error, error) {
@@ -163,27 +164,30 @@ func serviceName(arg string) (string, error) {
 	return name, nil
 }
 
-// do connects, computes a report and prints it in the chosen format.
+// do connects, computes a report and prints it in the chosen format. The
+// text format escapes the objects' texts (explain.Write); an error may
+// quote them too (names, the API server's message), so it is printed as
+// one escaped line. JSON and YAML are printed as their encoders write them.
 func do(ctx context.Context, kube clientcmd.ClientConfig, o options, stdout, stderr io.Writer,
 	report func(c client.Reader, ns string) (any, func(io.Writer, bool) error, error)) int {
 	cfg, err := kube.ClientConfig()
 	if err != nil {
-		fmt.Fprintln(stderr, "kubectl herald:", err)
+		fmt.Fprintln(stderr, "kubectl herald:", termsafe.Escape(err.Error()))
 		return 1
 	}
 	ns, _, err := kube.Namespace()
 	if err != nil {
-		fmt.Fprintln(stderr, "kubectl herald:", err)
+		fmt.Fprintln(stderr, "kubectl herald:", termsafe.Escape(err.Error()))
 		return 1
 	}
 	c, err := client.New(cfg, client.Options{Scheme: configobjs.Scheme()})
 	if err != nil {
-		fmt.Fprintln(stderr, "kubectl herald:", err)
+		fmt.Fprintln(stderr, "kubectl herald:", termsafe.Escape(err.Error()))
 		return 1
 	}
 	rep, text, err := report(c, ns)
 	if err != nil {
-		fmt.Fprintln(stderr, "kubectl herald:", err)
+		fmt.Fprintln(stderr, "kubectl herald:", termsafe.Escape(err.Error()))
 		return 1
 	}
 	switch o.output {
@@ -205,7 +209,7 @@ func do(ctx context.Context, kube clientcmd.ClientConfig, o options, stdout, std
 
 func done(err error, stderr io.Writer) int {
 	if err != nil {
-		fmt.Fprintln(stderr, "kubectl herald:", err)
+		fmt.Fprintln(stderr, "kubectl herald:", termsafe.Escape(err.Error()))
 		return 1
 	}
 	return 0

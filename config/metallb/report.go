@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/internal/termsafe"
 )
 
 // Class says what a Finding is, and whether it means that something did not
@@ -68,11 +69,16 @@ type Finding struct {
 	Message string
 }
 
+// String is the finding's line of the report. Its object, field and
+// message hold text from the input (names, unknown field names, values),
+// so each is printed through termsafe.Escape: the report goes to the
+// operator's terminal.
 func (f Finding) String() string {
+	object, msg := termsafe.Escape(f.Object), termsafe.Escape(f.Message)
 	if f.Field == "" {
-		return fmt.Sprintf("%s: %s: %s", f.Class, f.Object, f.Message)
+		return fmt.Sprintf("%s: %s: %s", f.Class, object, msg)
 	}
-	return fmt.Sprintf("%s: %s: %s: %s", f.Class, f.Object, f.Field, f.Message)
+	return fmt.Sprintf("%s: %s: %s: %s", f.Class, object, termsafe.Escape(f.Field), msg)
 }
 
 // Report is everything Convert found, sorted by object and field.

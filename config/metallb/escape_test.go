@@ -1,0 +1,74 @@
+package metallb
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestFindingStringEscapes: a finding's object, field and message come
+// from the input, and its line goes to the operator's terminal.
+func TestFindingStringEscapes(t *testing.T) {
+	f := Finding{Class: Unknown, Object: "IPAddressPool metallb-system/a\x1b[2J", Field: "spec.x\u009b", Message: "is \a\xff"}
+	if got, want := f.String(), `unknown field: IPAddressPool metallb-system/a\x1b[2J: spec.x\u009b: is \a\xff`; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	plain := Finding{Class: Note, Object: "BGPPeer metallb-system/p", Message: "fine"}
+	if got := plain.String(); got != "note: BGPPeer metallb-system/p: fine" {
+		t.Errorf("String() = %q", got)
+	}
+}
+
+// TestWriteYAMLControlCharacters: the YAML written for kubectl apply is not
+// escaped by herald migrate but by its encoder (sigs.k8s.io/yaml): C0
+// controls (ESC, BEL, tab) are written as YAML escapes in a double-quoted
+// string and read back exact; DEL and C1 controls, which YAML does not
+// allow, make the encoder fail. Either way no raw control reaches the
+// output.
+func TestWriteYAMLControlCharacters(t *testing.T) {
+	pool := func(ns string) Object {
+		return Object{
+			"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+			"metadata": map[string]any{"name": "lan", "namespace": "metallb-system"},
+			"spec":     map[string]any{"addresses": []any{"192.168.10.0/24"}, "serviceAllocation": map[string]any{"namespaces": []any{ns}}},
+		}
+	}
+	for _, tc := range []struct {
+		name, ns string
+		fails    bool
+	}{
+		{"ESC [2J", "web\x1b[2J", false},
+		{"OSC 8 with BEL", "\x1b]8;;https://evil.example/\x07x", false},
+		{"tab and newline", "a\tb\nc", false},
+		{"C1 CSI", "web\u009b2J", true},
+		{"DEL", "web\x7f", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Convert([]Object{pool(tc.ns)}, Options{})
+			var b bytes.Buffer
+			err := res.WriteYAML(&b)
+			out := b.String()
+			if strings.ContainsAny(out, "\x1b\x07\x7f\u009b\t") {
+				t.Fatalf("YAML holds a raw control character:\n%q", out)
+			}
+			if tc.fails {
+				if err == nil {
+					t.Fatalf("WriteYAML wrote %q, want the encoder's error", out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs := strings.Split(out, "\n---\n")
+			var back struct {
+				Spec struct{ ServiceAllocation struct{ Namespaces []string } }
+			}
+			if err := yaml.Unmarshal([]byte(docs[len(docs)-1]), &back); err != nil || len(back.Spec.ServiceAllocation.Namespaces) != 1 || back.Spec.ServiceAllocation.Namespaces[0] != tc.ns {
+				t.Errorf("read back %+v (%v), want %q:\n%s", back, err, tc.ns, out)
+			}
+		})
+	}
+}
