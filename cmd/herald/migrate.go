@@ -22,6 +22,7 @@ import (
 
 	"github.com/herald-lb/herald/config/metallb"
 	"github.com/herald-lb/herald/controller"
+	"github.com/herald-lb/herald/internal/termsafe"
 )
 
 // Exit codes of herald migrate.
@@ -60,15 +61,16 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 		objs = append(objs, fromCluster...)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "herald migrate:", err)
+		// The error may quote the input (names, values): one line, escaped.
+		fmt.Fprintln(stderr, "herald migrate:", termsafe.Escape(err.Error()))
 		return migrateFailed
 	}
 	res := metallb.Convert(objs, metallb.Options{Namespace: f.namespace, MetalLBNamespace: f.metallbNamespace})
 	if err := writeOutput(res, f.out, stdout); err != nil {
-		fmt.Fprintln(stderr, "herald migrate:", err)
+		fmt.Fprintln(stderr, "herald migrate:", termsafe.Escape(err.Error()))
 		return migrateFailed
 	}
-	fmt.Fprint(stderr, res.Report.String())
+	fmt.Fprint(stderr, res.Report.String()) // escapes each finding's texts
 	if !res.Report.Carried() {
 		return migrateNotCarried
 	}
@@ -216,7 +218,9 @@ func readClusterWith(ctx context.Context, kubeconfig, namespace string, fromFile
 // its legacy ConfigMap, and reads the Secrets the BGPPeers (of the cluster
 // and of fromFiles) name. A kind the cluster does not serve, a missing
 // ConfigMap and a missing Secret are skipped (Convert reports a missing
-// Secret); a Secret that may not be read is said on warn.
+// Secret); a Secret that may not be read is said on warn. A BGPPeer naming
+// a Secret outside namespace is refused (metallb.PasswordSecrets): no
+// Secret is read then.
 func readCluster(ctx context.Context, dyn dynamic.Interface, namespace string, fromFiles []metallb.Object, warn io.Writer) ([]metallb.Object, error) {
 	var out []metallb.Object
 	for _, r := range metallbResources {
@@ -234,15 +238,19 @@ func readCluster(ctx context.Context, dyn dynamic.Interface, namespace string, f
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", namespace, metallb.LegacyConfigMap, err)
 	}
+	refs, err := metallb.PasswordSecrets(append(append([]metallb.Object(nil), fromFiles...), out...), namespace)
+	if err != nil {
+		return nil, err
+	}
 	secrets := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"})
-	for _, ref := range metallb.PasswordSecrets(append(append([]metallb.Object(nil), fromFiles...), out...), namespace) {
+	for _, ref := range refs {
 		s, err := secrets.Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		switch {
 		case err == nil:
 			out = append(out, s.Object)
 		case apierrors.IsNotFound(err):
 		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-			fmt.Fprintf(warn, "herald migrate: cannot read Secret %s: %v\n", ref, err)
+			fmt.Fprintf(warn, "herald migrate: cannot read Secret %s: %s\n", termsafe.Escape(ref.String()), termsafe.Escape(err.Error()))
 		default:
 			return nil, fmt.Errorf("reading Secret %s: %w", ref, err)
 		}

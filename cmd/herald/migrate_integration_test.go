@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -137,6 +138,31 @@ func TestMigrateFromCluster(t *testing.T) {
 	s, err := cs.CoreV1().Secrets("herald-system").Get(ctx, "tor1-pw", metav1.GetOptions{})
 	if err != nil || s.Type != corev1.SecretTypeBasicAuth || string(s.Data["password"]) != "s3cret" {
 		t.Errorf("copied Secret = %+v, %v", s, err)
+	}
+
+	// A BGPPeer naming a Secret in another namespace: MetalLB would not
+	// read it, and migrate, with the operator's credentials, refuses to.
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	apply(t, dyn, `
+apiVersion: v1
+kind: Secret
+metadata: {name: admin-token, namespace: kube-system}
+type: kubernetes.io/basic-auth
+stringData: {password: not-for-migrate}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: tor, namespace: metallb-system}
+spec: {myASN: 64512, peerASN: 64500, peerAddress: 192.168.10.2, passwordSecret: {name: admin-token, namespace: kube-system}}
+`)
+	stdout.Reset()
+	stderr.Reset()
+	code = runMigrate([]string{"--from-cluster", "--kubeconfig", kubeconfig(t, srv)}, &stdout, &stderr)
+	const refused = "herald migrate: BGPPeer metallb-system/tor: spec.passwordSecret names namespace kube-system; only MetalLB's namespace metallb-system is read"
+	if code != migrateFailed || !strings.Contains(stderr.String(), refused) || stdout.Len() != 0 || strings.Contains(stdout.String()+stderr.String(), "not-for-migrate") {
+		t.Errorf("with a peer naming kube-system: exit code %d, want %d; stdout %q; stderr:\n%s", code, migrateFailed, stdout.String(), stderr.String())
 	}
 }
 

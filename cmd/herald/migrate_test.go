@@ -2,10 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"sigs.k8s.io/yaml"
+
+	"github.com/herald-lb/herald/config/metallb"
 )
 
 const migratePool = `apiVersion: metallb.io/v1beta1
@@ -132,5 +142,86 @@ func TestReadFilesStdin(t *testing.T) {
 	}
 	if len(objs) != 2 || objs[0]["kind"] != "IPAddressPool" || objs[1]["kind"] != "L2Advertisement" {
 		t.Errorf("read %v from stdin, want the pool and the advertisement", objs)
+	}
+}
+
+// TestMigrateEscapesObjectText: the report herald migrate prints for
+// people shows the escape sequences an input holds as visible escapes,
+// never raw, while the YAML written keeps the text exact (the YAML encoder
+// escapes it in a double-quoted string).
+func TestMigrateEscapesObjectText(t *testing.T) {
+	const evilName = "lan\x1b[2J\x1b]8;;https://evil.example/\x07x"
+	dir := t.TempDir()
+	in := writeTestFile(t, dir, "evil.yaml", `apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: "lan\e[2J\e]8;;https://evil.example/\ax", namespace: metallb-system}
+spec: {addresses: [192.168.10.0/24], "spek\u009b2J": 1, serviceAllocation: {namespaces: ["web\e[31m"]}}
+`)
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"migrate", "-f", in}, &stdout, &stderr)
+	if code != migrateNotCarried {
+		t.Errorf("exit code %d, want %d; stderr:\n%s", code, migrateNotCarried, stderr.String())
+	}
+	report := stderr.String()
+	if i := strings.IndexByte(report, 0x1b); i >= 0 || strings.ContainsAny(report, "\a\u009b") || !utf8.ValidString(report) {
+		t.Errorf("report holds a control character (ESC at %d):\n%q", i, report)
+	}
+	for _, want := range []string{
+		`IPAddressPool metallb-system/lan\x1b[2J\x1b]8;;https://evil.example/\ax`,
+		`spec.spek\u009b2J`,
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	// The YAML: ESC and BEL escaped by the encoder, and read back exact.
+	if strings.IndexByte(stdout.String(), 0x1b) >= 0 || strings.ContainsAny(stdout.String(), "\a\u009b") {
+		t.Errorf("YAML holds a raw control character:\n%q", stdout.String())
+	}
+	docs := strings.Split(stdout.String(), "\n---\n")
+	var pool struct {
+		Metadata struct{ Name string }
+		Spec     struct {
+			ServiceAllocation struct{ Namespaces []string }
+		}
+	}
+	if err := yaml.Unmarshal([]byte(docs[len(docs)-1]), &pool); err != nil || pool.Metadata.Name != evilName ||
+		len(pool.Spec.ServiceAllocation.Namespaces) != 1 || pool.Spec.ServiceAllocation.Namespaces[0] != "web\x1b[31m" {
+		t.Errorf("YAML's pool %+v (%v), want name %q and namespace %q:\n%s", pool, err, evilName, "web\x1b[31m", stdout.String())
+	}
+}
+
+// TestReadClusterRefusesForeignPasswordSecret: --from-cluster reads the
+// Secrets with the operator's credentials, so a BGPPeer naming a Secret
+// outside MetalLB's namespace is refused, naming the peer and the
+// namespace, and no Secret is read.
+func TestReadClusterRefusesForeignPasswordSecret(t *testing.T) {
+	peer := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
+		"metadata": map[string]any{"name": "tor", "namespace": "metallb-system"},
+		"spec":     map[string]any{"myASN": int64(64512), "peerASN": int64(64500), "peerAddress": "10.0.0.1", "passwordSecret": map[string]any{"name": "admin", "namespace": "kube-system"}},
+	}}
+	secret := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "admin", "namespace": "kube-system"},
+		"type":     "kubernetes.io/basic-auth", "data": map[string]any{"password": "cHc="},
+	}}
+	listKinds := map[schema.GroupVersionResource]string{}
+	for _, r := range metallbResources {
+		for _, v := range r.versions {
+			listKinds[schema.GroupVersionResource{Group: metallb.Group, Version: v, Resource: r.resource}] = "List"
+		}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, peer, secret)
+	var warn bytes.Buffer
+	objs, err := readCluster(context.Background(), dyn, "metallb-system", nil, &warn)
+	const want = "BGPPeer metallb-system/tor: spec.passwordSecret names namespace kube-system; only MetalLB's namespace metallb-system is read"
+	if err == nil || !strings.Contains(err.Error(), want) || objs != nil {
+		t.Fatalf("readCluster = %d objects, %v; want the error %q", len(objs), err, want)
+	}
+	for _, a := range dyn.Actions() {
+		if a.GetResource().Resource == "secrets" {
+			t.Errorf("a Secret was read: %v %s", a.GetVerb(), a.GetNamespace())
+		}
 	}
 }

@@ -217,18 +217,63 @@ func TestConvertFindings(t *testing.T) {
 
 func TestPasswordSecrets(t *testing.T) {
 	in := peerYAML("passwordSecret: {name: s}") + "---\n" +
-		"apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: q}\nspec: {passwordSecret: {name: t, namespace: net}}\n---\n" +
-		"apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: r, namespace: lb}\nspec: {passwordSecret: {name: u}}\n---\n" +
+		"apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: q}\nspec: {passwordSecret: {name: t}}\n---\n" +
 		"apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: v}\nspec: {passwordSecret: {}}\n---\n" +
-		"apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: w}\nspec: {passwordSecret: {name: s, namespace: metallb-system}}\n"
+		"apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: w}\nspec: {passwordSecret: {name: s, namespace: metallb-system}}\n---\n" +
+		"apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: x}\nspec: {passwordSecret: {namespace: kube-system}}\n"
 	objs, err := ReadObjects(strings.NewReader(in), "in")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := PasswordSecrets(objs, "mlb")
-	want := []types.NamespacedName{{Namespace: "lb", Name: "u"}, {Namespace: "metallb-system", Name: "s"}, {Namespace: "net", Name: "t"}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("PasswordSecrets = %v, want %v", got, want)
+	got, err := PasswordSecrets(objs, "metallb-system")
+	want := []types.NamespacedName{{Namespace: "metallb-system", Name: "s"}, {Namespace: "metallb-system", Name: "t"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("PasswordSecrets = %v, %v; want %v", got, err, want)
+	}
+}
+
+// TestPasswordSecretsRefusesOtherNamespaces: migrate --from-cluster reads
+// the Secrets with the operator's credentials, so a BGPPeer may not point
+// it at a Secret outside MetalLB's namespace (MetalLB itself reads none
+// there); the error names the peer and the namespace, and no Secret is
+// returned to read.
+func TestPasswordSecretsRefusesOtherNamespaces(t *testing.T) {
+	const ok = "apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: fine, namespace: metallb-system}\nspec: {passwordSecret: {name: s}}\n---\n"
+	for _, tc := range []struct {
+		name, peer string
+		want       []string
+	}{{
+		name: "passwordSecret.namespace",
+		peer: "apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: tor, namespace: metallb-system}\nspec: {passwordSecret: {name: admin-token, namespace: kube-system}}\n",
+		want: []string{"BGPPeer metallb-system/tor: spec.passwordSecret names namespace kube-system; only MetalLB's namespace metallb-system is read"},
+	}, {
+		name: "the peer's own namespace",
+		peer: "apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: tor, namespace: team-a}\nspec: {passwordSecret: {name: s}}\n",
+		want: []string{"BGPPeer team-a/tor: spec.passwordSecret is in the BGPPeer's namespace team-a; only MetalLB's namespace metallb-system is read"},
+	}, {
+		name: "v1beta1 peer, and every refused peer is named",
+		peer: "apiVersion: metallb.io/v1beta1\nkind: BGPPeer\nmetadata: {name: a}\nspec: {passwordSecret: {name: s, namespace: kube-system}}\n---\n" +
+			"apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: b}\nspec: {passwordSecret: {name: s, namespace: default}}\n",
+		want: []string{
+			"BGPPeer metallb-system/a: spec.passwordSecret names namespace kube-system",
+			"; BGPPeer metallb-system/b: spec.passwordSecret names namespace default;",
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := ReadObjects(strings.NewReader(ok+tc.peer), "in")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := PasswordSecrets(objs, "metallb-system")
+			if err == nil || got != nil {
+				t.Fatalf("PasswordSecrets = %v, %v; want an error and nothing to read", got, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
 	}
 }
 

@@ -2,8 +2,10 @@ package metallb
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -166,10 +168,17 @@ func (sc *secretCopier) secret(name, password string) *unstructured.Unstructured
 // PasswordSecrets returns the Secrets the BGPPeers among objs name, where
 // Convert looks for them: passwordSecret.namespace, else the peer's
 // namespace, else metallbNamespace. herald migrate reads them from the
-// cluster.
-func PasswordSecrets(objs []Object, metallbNamespace string) []types.NamespacedName {
+// cluster, with the operator's credentials, so it refuses a reference
+// outside metallbNamespace: MetalLB reads password Secrets from its own
+// namespace only (v0.16.2: ConfigReconciler.getSecrets lists the Secrets of
+// its namespace, passwordFromSecretForPeer looks the name up among them and
+// never reads passwordSecret.namespace), and a BGPPeer that anyone who may
+// write it points at kube-system must not make migrate copy a Secret from
+// there. The error names every such peer and the namespace.
+func PasswordSecrets(objs []Object, metallbNamespace string) ([]types.NamespacedName, error) {
 	seen := map[types.NamespacedName]bool{}
 	var out []types.NamespacedName
+	var refused []string
 	for _, o := range objs {
 		if classify(o) != inputMetalLB || o["kind"] != "BGPPeer" {
 			continue
@@ -181,17 +190,26 @@ func PasswordSecrets(objs []Object, metallbNamespace string) []types.NamespacedN
 		if name == "" {
 			continue
 		}
+		how := "names namespace"
 		if ns == "" {
-			ns = metaString(o, "namespace")
+			ns, how = metaString(o, "namespace"), "is in the BGPPeer's namespace"
 		}
 		if ns == "" {
 			ns = metallbNamespace
+		}
+		if ns != metallbNamespace {
+			refused = append(refused, fmt.Sprintf("%s: spec.passwordSecret %s %s; only MetalLB's namespace %s is read (MetalLB reads BGP passwords only from there)",
+				describe(o, metallbNamespace), how, ns, metallbNamespace))
+			continue
 		}
 		if nn := (types.NamespacedName{Namespace: ns, Name: name}); !seen[nn] {
 			seen[nn] = true
 			out = append(out, nn)
 		}
 	}
+	if len(refused) > 0 {
+		return nil, errors.New(strings.Join(refused, "; "))
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out
+	return out, nil
 }
