@@ -70,7 +70,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "herald migrate:", termsafe.Escape(err.Error()))
 		return migrateFailed
 	}
-	fmt.Fprint(stderr, res.Report.String()) // escapes each finding's texts
+	fmt.Fprint(stderr, res.Report.Render(termsafe.Escape)) // each finding's texts escaped
 	if !res.Report.Carried() {
 		return migrateNotCarried
 	}

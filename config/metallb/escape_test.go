@@ -8,16 +8,26 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestFindingStringEscapes: a finding's object, field and message come
-// from the input, and its line goes to the operator's terminal.
-func TestFindingStringEscapes(t *testing.T) {
-	f := Finding{Class: Unknown, Object: "IPAddressPool metallb-system/a\x1b[2J", Field: "spec.x\u009b", Message: "is \a\xff"}
-	if got, want := f.String(), `unknown field: IPAddressPool metallb-system/a\x1b[2J: spec.x\u009b: is \a\xff`; got != want {
-		t.Errorf("String() = %q, want %q", got, want)
+// TestFindingRenderEscapes: a finding's object, field and message come
+// from the input, and Render passes each through the escape it is given
+// (herald migrate gives termsafe.Escape: TestMigrateEscapesObjectText);
+// String leaves them as they are.
+func TestFindingRenderEscapes(t *testing.T) {
+	mark := func(s string) string { return "<" + s + ">" }
+	f := Finding{Class: Unknown, Object: "IPAddressPool metallb-system/a", Field: "spec.x", Message: "is bad"}
+	if got, want := f.Render(mark), `unknown field: <IPAddressPool metallb-system/a>: <spec.x>: <is bad>`; got != want {
+		t.Errorf("Render = %q, want %q", got, want)
 	}
 	plain := Finding{Class: Note, Object: "BGPPeer metallb-system/p", Message: "fine"}
+	if got := plain.Render(mark); got != "note: <BGPPeer metallb-system/p>: <fine>" {
+		t.Errorf("Render = %q", got)
+	}
 	if got := plain.String(); got != "note: BGPPeer metallb-system/p: fine" {
 		t.Errorf("String() = %q", got)
+	}
+	r := Report{Findings: []Finding{f, plain}}
+	if got := r.Render(mark); !strings.Contains(got, "<is bad>\n") || !strings.Contains(got, "<fine>\n") {
+		t.Errorf("Report.Render = %q", got)
 	}
 }
 

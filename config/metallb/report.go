@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/herald-lb/herald/config"
-	"github.com/herald-lb/herald/internal/termsafe"
 )
 
 // Class says what a Finding is, and whether it means that something did not
@@ -69,16 +68,21 @@ type Finding struct {
 	Message string
 }
 
-// String is the finding's line of the report. Its object, field and
-// message hold text from the input (names, unknown field names, values),
-// so each is printed through termsafe.Escape: the report goes to the
-// operator's terminal.
-func (f Finding) String() string {
-	object, msg := termsafe.Escape(f.Object), termsafe.Escape(f.Message)
+func (f Finding) String() string { return f.Render(nil) }
+
+// Render is the finding's line of the report with its object, field and
+// message (text from the input: names, unknown field names, values) passed
+// through escape, when not nil: the report goes to an operator's terminal,
+// and herald migrate escapes control characters there (internal/termsafe).
+func (f Finding) Render(escape func(string) string) string {
+	if escape == nil {
+		escape = func(s string) string { return s }
+	}
+	object, msg := escape(f.Object), escape(f.Message)
 	if f.Field == "" {
 		return fmt.Sprintf("%s: %s: %s", f.Class, object, msg)
 	}
-	return fmt.Sprintf("%s: %s: %s: %s", f.Class, object, termsafe.Escape(f.Field), msg)
+	return fmt.Sprintf("%s: %s: %s: %s", f.Class, object, escape(f.Field), msg)
 }
 
 // Report is everything Convert found, sorted by object and field.
@@ -109,11 +113,15 @@ func (r Report) Of(object string) []Finding {
 
 // String renders the report, one finding per line, and a last line that
 // sums it up.
-func (r Report) String() string {
+func (r Report) String() string { return r.Render(nil) }
+
+// Render is String with each finding's texts passed through escape (see
+// Finding.Render).
+func (r Report) Render(escape func(string) string) string {
 	var b strings.Builder
 	blocking := 0
 	for _, f := range r.Findings {
-		b.WriteString(f.String())
+		b.WriteString(f.Render(escape))
 		b.WriteByte('\n')
 		if f.Class.Blocking() {
 			blocking++
