@@ -23,22 +23,9 @@ import (
 func TestSpeakerStatusPolicy(t *testing.T) {
 	const ns, svclbNS, appNS = "herald-ssp", "herald-ssp-svclb", "herald-ssp-apps"
 	installRBAC(t, ns, svclbNS)
-	a := newApplier(t, srv.Config)
+	applyPolicies(t, ns, []string{ns + "-speaker-status"}, "--set", "serviceLB.namespace="+svclbNS, "--set", "serviceLB.createNamespace=false")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	n := 0
-	for _, o := range render(t, ns, "--set", "serviceLB.namespace="+svclbNS, "--set", "serviceLB.createNamespace=false",
-		"--set", "fullnameOverride="+ns) {
-		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") && o.GetName() == ns+"-speaker-status" {
-			if err := a.apply(ctx, o, false); err != nil {
-				t.Fatal(err)
-			}
-			n++
-		}
-	}
-	if n != 2 {
-		t.Fatalf("the chart rendered %d speaker-status ValidatingAdmissionPolicy objects, want the policy and its binding", n)
-	}
 	for _, o := range render(t, ns, "--set", "speaker.announcedCondition=false", "--set", "fullnameOverride="+ns) {
 		if o.GetName() == ns+"-speaker-status" {
 			t.Errorf("speaker.announcedCondition=false renders %s %s", o.GetKind(), o.GetName())
@@ -78,48 +65,25 @@ func TestSpeakerStatusPolicy(t *testing.T) {
 
 	// The policy takes effect a moment after it is created: wait until moving the address is refused with its
 	// message (a positive signal), restoring the address after each try let in before.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := patch(moveAddr)
-		if err != nil && strings.Contains(err.Error(), denyLB) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("moving the address: %v, want the policy's refusal %q", err, denyLB)
-		}
+	untilRefused(t, "a speaker moving a Service's address", denyLB, func() error { return patch(moveAddr) }, func() {
 		if _, err := admin.Services(appNS).Patch(ctx, "web", types.StrategicMergePatchType,
 			[]byte(`{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.10","ipMode":"VIP"}]}}}`), metav1.PatchOptions{}, "status"); err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the speaker may still move a Service's address a minute after the policy was created")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	})
 
-	for _, tc := range []struct {
-		name, body, deny string
-	}{
-		{"set herald.dev/Announced", cond("True", "Announced"), ""},
-		{"change herald.dev/Announced", cond("False", "NoEndpoints"), ""},
-		{"remove herald.dev/Announced", `{"status":{"conditions":[{"type":"herald.dev/Announced","$patch":"delete"}]}}`, ""},
-		{"set it again, as the reporter does (with the UID precondition)", `{"metadata":{"uid":"` + string(svc.UID) + `"},` + cond("True", "Announced")[1:], ""},
-		{"move the address", moveAddr, denyLB},
-		{"remove the address", `{"status":{"loadBalancer":{"ingress":null}}}`, denyLB},
-		{"change the controller's condition", `{"status":{"conditions":[{"type":"herald.dev/AddressAllocated","status":"False","reason":"NoPool","message":"x","lastTransitionTime":"` + now.Format(time.RFC3339) + `"}]}}`, denyCond},
-		{"remove the controller's condition", `{"status":{"conditions":[{"type":"herald.dev/AddressAllocated","$patch":"delete"}]}}`, denyCond},
-		{"add another condition", `{"status":{"conditions":[{"type":"example.com/Other","status":"True","reason":"X","message":"x","lastTransitionTime":"` + now.Format(time.RFC3339) + `"}]}}`, denyCond},
-	} {
-		err := patch(tc.body)
-		switch {
-		case tc.deny == "" && err != nil:
-			t.Errorf("%s: refused: %v", tc.name, err)
-		case tc.deny != "" && err == nil:
-			t.Errorf("%s: allowed", tc.name)
-		case tc.deny != "" && !strings.Contains(err.Error(), tc.deny):
-			t.Errorf("%s: refused with %q, want the policy's %q", tc.name, err, tc.deny)
-		}
-	}
+	do := func(body string) func() error { return func() error { return patch(body) } }
+	runBoundaryCases(t, []boundaryCase{
+		{"set herald.dev/Announced", do(cond("True", "Announced")), ""},
+		{"change herald.dev/Announced", do(cond("False", "NoEndpoints")), ""},
+		{"remove herald.dev/Announced", do(`{"status":{"conditions":[{"type":"herald.dev/Announced","$patch":"delete"}]}}`), ""},
+		{"set it again, as the reporter does (with the UID precondition)", do(`{"metadata":{"uid":"` + string(svc.UID) + `"},` + cond("True", "Announced")[1:]), ""},
+		{"move the address", do(moveAddr), denyLB},
+		{"remove the address", do(`{"status":{"loadBalancer":{"ingress":null}}}`), denyLB},
+		{"change the controller's condition", do(`{"status":{"conditions":[{"type":"herald.dev/AddressAllocated","status":"False","reason":"NoPool","message":"x","lastTransitionTime":"` + now.Format(time.RFC3339) + `"}]}}`), denyCond},
+		{"remove the controller's condition", do(`{"status":{"conditions":[{"type":"herald.dev/AddressAllocated","$patch":"delete"}]}}`), denyCond},
+		{"add another condition", do(`{"status":{"conditions":[{"type":"example.com/Other","status":"True","reason":"X","message":"x","lastTransitionTime":"` + now.Format(time.RFC3339) + `"}]}}`), denyCond},
+	})
 	got, err := admin.Services(appNS).Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

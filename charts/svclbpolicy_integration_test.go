@@ -26,22 +26,9 @@ func TestSvclbAdmissionPolicy(t *testing.T) {
 	const ns, svclbNS, image = "herald-vap", "herald-vap-svclb", "herald.test/herald:svclb"
 	values := []string{"--set", "serviceLB.image=" + image}
 	installRBAC(t, ns, svclbNS, values...)
-	a := newApplier(t, srv.Config)
+	applyPolicies(t, ns, []string{ns + "-svclb"}, append([]string{"--set", "serviceLB.namespace=" + svclbNS, "--set", "serviceLB.createNamespace=false"}, values...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	n := 0
-	for _, o := range render(t, ns, append([]string{"--set", "serviceLB.namespace=" + svclbNS, "--set", "serviceLB.createNamespace=false",
-		"--set", "fullnameOverride=" + ns}, values...)...) {
-		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") && o.GetName() == ns+"-svclb" {
-			if err := a.apply(ctx, o, false); err != nil {
-				t.Fatal(err)
-			}
-			n++
-		}
-	}
-	if n != 2 {
-		t.Fatalf("the chart rendered %d ValidatingAdmissionPolicy objects, want the policy and its binding", n)
-	}
 	ctl := newClients(t, as(ns, ns+"-controller")).cs.AppsV1().DaemonSets(svclbNS)
 	admin := newClients(t, srv.Config).cs.AppsV1().DaemonSets(svclbNS)
 
