@@ -173,9 +173,16 @@ func (p PortPolicy) Refusal(proto string, port int32) string {
 		}
 	}
 	if p.Allowed != nil && !slices.ContainsFunc(p.Allowed, func(r PortRange) bool { return r.Contains(proto, port) }) {
-		allowed := make([]string, len(p.Allowed))
+		// At most maxAllowedListed ranges: the reason goes into an event,
+		// whose note the API server bounds, and must keep the port.
+		const maxAllowedListed = 8
+		var allowed []string
 		for i, r := range p.Allowed {
-			allowed[i] = r.String()
+			if i == maxAllowedListed {
+				allowed = append(allowed, fmt.Sprintf("and %d more", len(p.Allowed)-i))
+				break
+			}
+			allowed = append(allowed, r.String())
 		}
 		return fmt.Sprintf("the node-address pool allows only %s on its nodes (spec.nodeAddresses.allowedPorts), not %d/%s",
 			strings.Join(allowed, ", "), port, proto)

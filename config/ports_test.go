@@ -43,6 +43,8 @@ func TestPortPolicy(t *testing.T) {
 		{"allow-list: HTTPS", web, "TCP", 443, "allows only 80/TCP, 8000-8099"},
 		{"allow-list: denied wins", PortPolicy{Denied: DefaultDeniedPorts, Allowed: []PortRange{{First: 1, Last: 65535}}}, "TCP", 6443, "the Kubernetes API server"},
 		{"allow-list: empty allows none", PortPolicy{Allowed: []PortRange{}}, "TCP", 80, "allows only  on its nodes"},
+		{"allow-list: a long one is listed in part, the port kept", PortPolicy{Allowed: manyRanges(256)}, "TCP", 80,
+			"allows only 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, and 248 more on its nodes (spec.nodeAddresses.allowedPorts), not 80/TCP"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.p.Refusal(tc.proto, tc.port)
@@ -67,4 +69,13 @@ func TestDefaultDeniedPortsAreRanges(t *testing.T) {
 			t.Errorf("DefaultDeniedPorts[%d] %v overlaps or precedes %v", i, r, DefaultDeniedPorts[i-1])
 		}
 	}
+}
+
+func manyRanges(n int) []PortRange {
+	var out []PortRange
+	for i := range n {
+		p := int32(1001 + i)
+		out = append(out, PortRange{First: p, Last: p})
+	}
+	return out
 }
