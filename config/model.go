@@ -83,6 +83,9 @@ type Pool struct {
 	NodeAddresses *NodeAddressSource
 	AutoAssign    bool
 	AvoidBuggyIPs bool
+	// SharingAcrossNamespaces: spec.allowSharingAcrossNamespaces (a sharing
+	// key joins Services of other namespaces).
+	SharingAcrossNamespaces bool
 	// Allocation is nil for pools without spec.serviceAllocation.
 	Allocation *Allocation
 }
@@ -121,6 +124,9 @@ type NodeAddressSource struct {
 	AddressType string
 	// Ports are the ports Services may take on the pool's nodes.
 	Ports PortPolicy
+	// Forwarders are the pool's forwarder pods' priority class and
+	// tolerations, and what a Service may ask for.
+	Forwarders ForwarderTerms
 }
 
 // PortRange is a range of ports (First to Last, both included) of one

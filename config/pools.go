@@ -96,6 +96,8 @@ func parsePool(o *v1beta1.IPAddressPool, r *reporter) *Pool {
 		Labels:        labels.Set(o.Labels),
 		AutoAssign:    o.Spec.AutoAssign == nil || *o.Spec.AutoAssign,
 		AvoidBuggyIPs: o.Spec.AvoidBuggyIPs,
+
+		SharingAcrossNamespaces: o.Spec.AllowSharingAcrossNamespaces,
 	}
 	switch {
 	case len(o.Spec.Addresses) == 0 && o.Spec.NodeAddresses == nil:
@@ -167,6 +169,7 @@ func parseNodeAddresses(na *v1beta1.NodeAddresses, r *reporter) *NodeAddressSour
 			}
 		}
 	}
+	src.Forwarders = parseForwarders(na.Forwarders, r)
 	switch na.AddressType {
 	case "":
 		src.AddressType = v1beta1.NodeExternalIP

@@ -103,6 +103,7 @@ func (r *Reconciler) syncServiceLB(ctx context.Context, nn types.NamespacedName,
 		ImagePullPolicy:  r.svclb.ImagePullPolicy,
 		PoolNodeSelector: pool.NodeAddresses.NodeSelector,
 		Ports:            pool.NodeAddresses.Ports,
+		Forwarders:       pool.NodeAddresses.Forwarders,
 		Nodes:            nodes.Items,
 	})
 	res.problems = problems

@@ -3,6 +3,7 @@ package ipam
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -135,10 +136,13 @@ func (svc *Service) families() (wanted, error) {
 // shareInfo is kept only for Services with a sharing key: what another
 // Service must be compatible with to use the same address.
 type shareInfo struct {
-	key      string
-	ports    []Port
-	local    bool
-	selector string
+	key string
+	// namespace is the Service's: a key joins Services of other namespaces
+	// only in a pool that allows it.
+	namespace string
+	ports     []Port
+	local     bool
+	selector  string
 }
 
 func newShareInfo(svc *Service) *shareInfo {
@@ -146,10 +150,11 @@ func newShareInfo(svc *Service) *shareInfo {
 		return nil
 	}
 	return &shareInfo{
-		key:      svc.Request.SharingKey,
-		ports:    append([]Port(nil), svc.Ports...),
-		local:    svc.ExternalTrafficPolicy == TrafficPolicyLocal,
-		selector: svc.Selector,
+		key:       svc.Request.SharingKey,
+		namespace: namespaceOf(svc.Key),
+		ports:     append([]Port(nil), svc.Ports...),
+		local:     svc.ExternalTrafficPolicy == TrafficPolicyLocal,
+		selector:  svc.Selector,
 	}
 }
 
@@ -163,6 +168,9 @@ func shareConflict(s *shareInfo, h *holder) string {
 		return "it has no sharing key"
 	case s.key != h.share.key:
 		return "sharing key differs"
+	case s.namespace != h.share.namespace && !h.pool.cfg.SharingAcrossNamespaces:
+		return fmt.Sprintf("it is in namespace %s, and pool %s shares addresses only within a namespace (spec.allowSharingAcrossNamespaces is false)",
+			h.share.namespace, h.pool.cfg.Name)
 	}
 	for _, p := range s.ports {
 		for _, q := range h.share.ports {
@@ -192,4 +200,10 @@ func policyName(local bool) string {
 		return TrafficPolicyLocal
 	}
 	return TrafficPolicyCluster
+}
+
+// namespaceOf is the namespace of a Service key ("namespace/name").
+func namespaceOf(key string) string {
+	ns, _, _ := strings.Cut(key, "/")
+	return ns
 }

@@ -209,3 +209,52 @@ func TestSharingTermsSurviveRefusedEdits(t *testing.T) {
 		}
 	}
 }
+
+// TestSharingAcrossNamespaces: a sharing key copied from another namespace's Service neither takes that tenant's
+// unused ports on its address (requested or joined) nor restores onto it, unless the pool allows sharing across
+// namespaces (spec.allowSharingAcrossNamespaces, which herald migrate sets for MetalLB's behaviour).
+func TestSharingAcrossNamespaces(t *testing.T) {
+	closed := []*config.Pool{pool("a", "10.0.1.0/24")}
+	open := clone(closed[0])
+	open.SharingAcrossNamespaces = true
+	owner := svc("shop/dns-tcp", ips("10.0.1.9"), shareKey("k"), ports(Port{"TCP", 53}))
+	runAssignCases(t, []assignCase{
+		{
+			name: "same namespace", pools: closed, before: []Service{owner},
+			svc: svc("shop/dns-udp", ips("10.0.1.9"), shareKey("k"), ports(Port{"UDP", 53})), wantPool: "a", wantAddrs: []string{"10.0.1.9"},
+		},
+		{
+			name: "another namespace, requested", pools: closed, before: []Service{owner},
+			svc:        svc("intruder/dns-udp", ips("10.0.1.9"), shareKey("k"), ports(Port{"UDP", 53})),
+			wantReason: AddressInUse, wantMsg: "requested 10.0.1.9 is held by shop/dns-tcp (it is in namespace shop, and pool a shares addresses only within a namespace (spec.allowSharingAcrossNamespaces is false))",
+		},
+		{
+			name: "another namespace, joined: a fresh address instead", pools: closed, before: []Service{owner},
+			svc: svc("intruder/dns-udp", shareKey("k"), ports(Port{"UDP", 53})), wantPool: "a", wantAddrs: []string{"10.0.1.0"},
+		},
+		{
+			name: "another namespace, the pool allows it", pools: []*config.Pool{open}, before: []Service{owner},
+			svc: svc("intruder/dns-udp", shareKey("k"), ports(Port{"UDP", 53})), wantPool: "a", wantAddrs: []string{"10.0.1.9"},
+		},
+	})
+
+	a := New()
+	a.SetPools(closed)
+	if _, err := a.Assign(owner); err != nil {
+		t.Fatal(err)
+	}
+	other := svc("intruder/dns-udp", shareKey("k"), ports(Port{"UDP", 53}))
+	if err := a.Restore(other, "a", addrs("10.0.1.9")); err == nil {
+		t.Error("a Service of another namespace restored onto a shared address of a pool that shares within namespaces")
+	}
+	b := New()
+	b.SetPools([]*config.Pool{open})
+	if _, err := b.Assign(owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Restore(other, "a", addrs("10.0.1.9")); err != nil {
+		t.Errorf("restore across namespaces in a pool that allows it: %v", err)
+	}
+	checkInvariants(t, a)
+	checkInvariants(t, b)
+}

@@ -264,6 +264,11 @@ func (c *converter) convert(s *source) {
 	if s.kind == config.KindBGPPeer {
 		c.peer(s, spec, w.seen)
 	}
+	if s.kind == config.KindIPAddressPool {
+		// MetalLB lets one sharing key join Services of any namespace;
+		// Herald only where the pool says so.
+		spec["allowSharingAcrossNamespaces"] = true
+	}
 	metadata := map[string]any{"name": s.name, "namespace": c.opts.Namespace}
 	if labels := metaMap(s.obj, "labels"); len(labels) > 0 {
 		metadata["labels"] = labels

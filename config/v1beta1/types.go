@@ -66,6 +66,16 @@ type IPAddressPoolSpec struct {
 	// +optional
 	AvoidBuggyIPs bool `json:"avoidBuggyIPs,omitempty"`
 
+	// AllowSharingAcrossNamespaces lets Services of different namespaces
+	// share an address of the pool through one sharing key
+	// (herald.dev/allow-shared-ip, metallb.io/allow-shared-ip). Unset or
+	// false: a sharing key joins only Services of its own namespace, so a key
+	// copied from another tenant's annotation takes none of that tenant's
+	// ports. herald migrate sets it on the pools it converts (MetalLB shares
+	// across namespaces).
+	// +optional
+	AllowSharingAcrossNamespaces bool `json:"allowSharingAcrossNamespaces,omitempty"`
+
 	// ServiceAllocation restricts the pool to some namespaces and Services and
 	// orders it among the pools that match.
 	// +optional
@@ -111,6 +121,74 @@ type NodeAddresses struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=256
 	AllowedPorts *[]PortRange `json:"allowedPorts,omitempty"`
+
+	// Forwarders are the scheduling terms of the pool's forwarder pods (the
+	// svclb DaemonSets): their priority class and tolerations, and which of
+	// them a Service may ask for through its annotations.
+	// +optional
+	Forwarders *Forwarders `json:"forwarders,omitempty"`
+}
+
+// Forwarders are the priority class and tolerations of a node-address pool's
+// forwarder pods. What the pool gives must also be within the chart's
+// serviceLB.allowedPriorityClassNames and serviceLB.allowedTolerations (the
+// admission policy that holds the controller).
+type Forwarders struct {
+	// PriorityClassName is the forwarders' priority class when the Service
+	// asks for none. Unset: system-node-critical (the forwarders are the
+	// Services' data path on the node, as k3s's are). "" runs them at the
+	// cluster's default priority.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PriorityClassName *string `json:"priorityClassName,omitempty"`
+	// AllowedPriorityClassNames are the classes a Service may ask for with
+	// herald.dev/svclb-priority-class-name (or k3s's
+	// svccontroller.k3s.cattle.io/priorityclassname). Unset or empty: none, a
+	// Service that asks gets a Warning event and no forwarder.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	AllowedPriorityClassNames []string `json:"allowedPriorityClassNames,omitempty"`
+	// Tolerations every forwarder of the pool carries. Unset: none (k3s's
+	// forwarders tolerate the control-plane taints; Herald's run on a tainted
+	// node only where the pool says so).
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []Toleration `json:"tolerations,omitempty"`
+	// AllowedTolerations are what a Service may add with
+	// herald.dev/svclb-tolerations (or k3s's svccontroller.k3s.cattle.io/tolerations):
+	// each toleration it asks for must have an entry here of its key, of its
+	// effect (or an empty effect) and of its value (or operator Exists).
+	// Unset or empty: none.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	AllowedTolerations []Toleration `json:"allowedTolerations,omitempty"`
+}
+
+// Toleration is a pod toleration (core/v1 Toleration's fields).
+type Toleration struct {
+	// Key is the taint key; empty with operator Exists matches every taint.
+	// +optional
+	// +kubebuilder:validation:MaxLength=316
+	Key string `json:"key,omitempty"`
+	// Operator is Equal (the default) or Exists.
+	// +optional
+	// +kubebuilder:validation:Enum=Equal;Exists
+	Operator string `json:"operator,omitempty"`
+	// Value is the taint value for operator Equal.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Value string `json:"value,omitempty"`
+	// Effect is NoSchedule, PreferNoSchedule or NoExecute; empty matches all.
+	// +optional
+	// +kubebuilder:validation:Enum=NoSchedule;PreferNoSchedule;NoExecute
+	Effect string `json:"effect,omitempty"`
+	// TolerationSeconds, for effect NoExecute, is how long the pod stays
+	// after the taint appears.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
 }
 
 // PortRange is a port, or a range of ports, of one protocol or of all.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 	forwarder "github.com/herald-lb/herald/svclb"
 )
 
@@ -41,7 +42,11 @@ func testService(mod ...func(*corev1.Service)) *corev1.Service {
 	return svc
 }
 
-var testOpts = Options{Namespace: "herald-system", Image: "herald:test", ImagePullPolicy: corev1.PullIfNotPresent}
+var testOpts = Options{Namespace: "herald-system", Image: "herald:test", ImagePullPolicy: corev1.PullIfNotPresent,
+	Forwarders: config.ForwarderTerms{PriorityClassName: config.DefaultForwarderPriorityClass,
+		AllowedPriorityClassNames: []string{"lb-critical", "herald-one", "k3s-one"},
+		Tolerations:               []v1beta1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: "Exists", Effect: "NoSchedule"}},
+		AllowedTolerations:        []v1beta1.Toleration{{Key: "dedicated", Operator: "Exists"}}}}
 
 func env(c corev1.Container) map[string]string {
 	m := map[string]string{}
@@ -122,8 +127,6 @@ func TestBuildCluster(t *testing.T) {
 					PriorityClassName:            "system-node-critical",
 					Tolerations: []corev1.Toleration{
 						{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-						{Key: "node-role.kubernetes.io/master", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-						{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
 					},
 					SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_forward", Value: "1"}},
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
@@ -219,12 +222,12 @@ func TestBuildRules(t *testing.T) {
 					t.Errorf("priority class %q", got)
 				}
 			}},
-		{name: "tolerations from the annotation (YAML) after the control-plane ones", svc: testService(annotate(K3sAnnotationTolerations,
+		{name: "tolerations from the annotation (YAML) after the pool's", svc: testService(annotate(K3sAnnotationTolerations,
 			"- key: dedicated\n  operator: Equal\n  value: edge\n  effect: NoSchedule\n")),
 			check: func(t *testing.T, ds *appsv1.DaemonSet) {
 				tol := ds.Spec.Template.Spec.Tolerations
 				want := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "edge", Effect: corev1.TaintEffectNoSchedule}
-				if len(tol) != 4 || tol[0].Key != "node-role.kubernetes.io/control-plane" || !reflect.DeepEqual(tol[3], want) {
+				if len(tol) != 2 || tol[0].Key != "node-role.kubernetes.io/control-plane" || !reflect.DeepEqual(tol[1], want) {
 					t.Errorf("tolerations %v", tol)
 				}
 			}},

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/herald-lb/herald/config"
 	forwarder "github.com/herald-lb/herald/svclb"
@@ -61,7 +60,7 @@ const (
 
 // Defaults.
 const (
-	DefaultPriorityClass = "system-node-critical"
+	DefaultPriorityClass = config.DefaultForwarderPriorityClass
 	// DefaultProbePortBase is the first probe port tried; each container gets
 	// the next free one that is no Service port.
 	DefaultProbePortBase = forwarder.DefaultProbePort
@@ -82,6 +81,9 @@ type Options struct {
 	// Nodes are the cluster's nodes; only their labels are read (the
 	// enablelb rule depends on whether any node carries the label).
 	Nodes []corev1.Node
+	// Forwarders are the pool's priority class and tolerations (what a
+	// Service may ask for through its annotations, and the rest).
+	Forwarders config.ForwarderTerms
 	// Ports are the ports the pool lets Services take on its nodes: a
 	// Service port it refuses is a Problem with Denied set, and no
 	// DaemonSet is built.
@@ -317,9 +319,9 @@ func Build(svc *corev1.Service, opts Options) (*appsv1.DaemonSet, []Problem) {
 		})
 	}
 
-	priorityClass, pp := priorityClassName(svc)
+	priorityClass, pp := priorityClassName(svc, opts.Forwarders)
 	problems = append(problems, pp...)
-	tolerations, tp := Tolerations(svc)
+	tolerations, tp := Tolerations(svc, opts.Forwarders)
 	problems = append(problems, tp...)
 	affinity, ap := Affinity(svc, opts.PoolNodeSelector, opts.Nodes)
 	problems = append(problems, ap...)
@@ -425,21 +427,6 @@ func sourceRanges(svc *corev1.Service, families []corev1.IPFamily) (string, []Pr
 		ss[i] = p.String()
 	}
 	return strings.Join(ss, " "), problems
-}
-
-func priorityClassName(svc *corev1.Service) (string, []Problem) {
-	for _, key := range []string{AnnotationPriorityClass, K3sAnnotationPriorityClass} {
-		v, ok := svc.Annotations[key]
-		if !ok {
-			continue
-		}
-		v = strings.TrimSpace(v)
-		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
-			return "", []Problem{{Field: "metadata.annotations[" + key + "]", Value: v, Reason: "not a priority class name: " + strings.Join(errs, "; ")}}
-		}
-		return v, nil
-	}
-	return DefaultPriorityClass, nil
 }
 
 func joinAddrs(as []netip.Addr) string {

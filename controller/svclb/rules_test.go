@@ -9,6 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 func TestValidateToleration(t *testing.T) {
@@ -54,34 +57,55 @@ func TestValidateToleration(t *testing.T) {
 }
 
 func TestTolerations(t *testing.T) {
-	cp := controlPlaneTolerations()
+	cp := v1beta1.Toleration{Key: "node-role.kubernetes.io/control-plane", Operator: "Exists", Effect: "NoSchedule"}
+	pool := []corev1.Toleration{toCore(cp)}
 	edge := corev1.Toleration{Key: "dedicated", Operator: "Equal", Value: "edge", Effect: "NoSchedule"}
 	gpu := corev1.Toleration{Key: "gpu", Operator: "Exists"}
+	terms := config.ForwarderTerms{Tolerations: []v1beta1.Toleration{cp}, AllowedTolerations: []v1beta1.Toleration{
+		{Key: "dedicated", Value: "edge"}, // every effect, value edge
+		{Key: "gpu", Operator: "Exists"},  // every value, every effect
+	}}
 	tests := []struct {
 		name        string
+		terms       *config.ForwarderTerms
 		annotations map[string]string
 		want        []corev1.Toleration
 		problem     string
 	}{
-		{name: "none: control plane only", want: cp},
-		{name: "blank annotation", annotations: map[string]string{K3sAnnotationTolerations: "  "}, want: cp},
+		{name: "none: the pool's only", want: pool},
+		{name: "a pool without terms: none", terms: &config.ForwarderTerms{}, want: []corev1.Toleration{}},
+		{name: "blank annotation", annotations: map[string]string{K3sAnnotationTolerations: "  "}, want: pool},
 		{name: "JSON list", annotations: map[string]string{K3sAnnotationTolerations: `[{"key":"dedicated","operator":"Equal","value":"edge","effect":"NoSchedule"},{"key":"gpu","operator":"Exists"}]`},
-			want: append(append([]corev1.Toleration(nil), cp...), edge, gpu)},
+			want: append(append([]corev1.Toleration(nil), pool...), edge, gpu)},
 		{name: "YAML list", annotations: map[string]string{K3sAnnotationTolerations: "- key: gpu\n  operator: Exists\n"},
-			want: append(append([]corev1.Toleration(nil), cp...), gpu)},
+			want: append(append([]corev1.Toleration(nil), pool...), gpu)},
 		{name: "Herald's annotation wins over k3s's", annotations: map[string]string{
 			K3sAnnotationTolerations: `[{"key":"gpu","operator":"Exists"}]`,
 			AnnotationTolerations:    `[{"key":"dedicated","operator":"Equal","value":"edge","effect":"NoSchedule"}]`},
-			want: append(append([]corev1.Toleration(nil), cp...), edge)},
+			want: append(append([]corev1.Toleration(nil), pool...), edge)},
 		{name: "one bad of two: nothing, problem on the bad one", annotations: map[string]string{K3sAnnotationTolerations: `[{"key":"gpu","operator":"Exists"},{"operator":"Equal","value":"x"}]`},
 			problem: "metadata.annotations[svccontroller.k3s.cattle.io/tolerations][1]: operator must be Exists"},
+		{name: "the control plane, not allowed", annotations: map[string]string{AnnotationTolerations: `[{"key":"node-role.kubernetes.io/control-plane","operator":"Exists"}]`},
+			problem: "does not allow the toleration node-role.kubernetes.io/control-plane"},
+		{name: "every taint, not allowed", annotations: map[string]string{AnnotationTolerations: `[{"operator":"Exists"}]`},
+			problem: "does not allow the toleration every taint"},
+		{name: "Exists where only a value is allowed", annotations: map[string]string{AnnotationTolerations: `[{"key":"dedicated","operator":"Exists"}]`},
+			problem: "does not allow the toleration dedicated"},
+		{name: "another value", annotations: map[string]string{AnnotationTolerations: `[{"key":"dedicated","value":"core"}]`},
+			problem: "dedicated=core"},
+		{name: "nothing allowed", terms: &config.ForwarderTerms{}, annotations: map[string]string{AnnotationTolerations: `[{"key":"gpu","operator":"Exists"}]`},
+			problem: "does not allow the toleration gpu"},
 		{name: "an object, not a list", annotations: map[string]string{K3sAnnotationTolerations: `{"key":"gpu"}`}, problem: "not a JSON or YAML list"},
 		{name: "broken YAML", annotations: map[string]string{K3sAnnotationTolerations: "- key: [gpu"}, problem: "not a JSON or YAML list"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tt.annotations}}
-			got, problems := Tolerations(svc)
+			tm := terms
+			if tt.terms != nil {
+				tm = *tt.terms
+			}
+			got, problems := Tolerations(svc, tm)
 			if tt.problem != "" {
 				if got != nil || len(problems) != 1 || !strings.Contains(problems[0].String(), tt.problem) {
 					t.Errorf("got %v, problems %v, want one with %q", got, problems, tt.problem)
@@ -90,6 +114,41 @@ func TestTolerations(t *testing.T) {
 			}
 			if len(problems) > 0 || !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %v (problems %v), want %v", got, problems, tt.want)
+			}
+		})
+	}
+}
+
+func TestPriorityClassName(t *testing.T) {
+	terms := config.ForwarderTerms{PriorityClassName: "system-node-critical", AllowedPriorityClassNames: []string{"lb-high"}}
+	for _, tt := range []struct {
+		name        string
+		terms       config.ForwarderTerms
+		annotations map[string]string
+		want        string
+		problem     string
+	}{
+		{name: "the pool's", terms: terms, want: "system-node-critical"},
+		{name: "the cluster default", terms: config.ForwarderTerms{}, want: ""},
+		{name: "an allowed one", terms: terms, annotations: map[string]string{AnnotationPriorityClass: "lb-high"}, want: "lb-high"},
+		{name: "k3s's annotation", terms: terms, annotations: map[string]string{K3sAnnotationPriorityClass: "lb-high"}, want: "lb-high"},
+		{name: "system-node-critical asked, not allowed", terms: terms, annotations: map[string]string{AnnotationPriorityClass: "system-cluster-critical"},
+			problem: "allows only the priority classes lb-high"},
+		{name: "nothing allowed", terms: config.ForwarderTerms{}, annotations: map[string]string{AnnotationPriorityClass: "lb-high"},
+			problem: "lets no Service choose"},
+		{name: "not a name", terms: terms, annotations: map[string]string{AnnotationPriorityClass: "Not A Name"}, problem: "not a priority class name"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tt.annotations}}
+			got, problems := priorityClassName(svc, tt.terms)
+			if tt.problem != "" {
+				if len(problems) != 1 || !strings.Contains(problems[0].String(), tt.problem) {
+					t.Errorf("got %q, problems %v, want one with %q", got, problems, tt.problem)
+				}
+				return
+			}
+			if len(problems) > 0 || got != tt.want {
+				t.Errorf("got %q (problems %v), want %q", got, problems, tt.want)
 			}
 		})
 	}

@@ -7,24 +7,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
-// controlPlaneTolerations let svclb pods run on control-plane nodes, as k3s's
-// do (a single-node cluster is all control plane).
-func controlPlaneTolerations() []corev1.Toleration {
-	return []corev1.Toleration{
-		{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-		{Key: "node-role.kubernetes.io/master", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-		{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
-	}
-}
-
-// Tolerations returns the control-plane tolerations plus those of the
+// Tolerations returns the pool's forwarder tolerations plus those of the
 // Service's tolerations annotation (Herald's, else k3s's): a JSON or YAML
-// list of tolerations. Each is validated as Kubernetes validates a pod's; any
-// invalid one is a problem and no tolerations are returned.
-func Tolerations(svc *corev1.Service) ([]corev1.Toleration, []Problem) {
-	out := controlPlaneTolerations()
+// list of tolerations. Each is validated as Kubernetes validates a pod's and
+// must be covered by the pool's allowedTolerations; any invalid or refused
+// one is a problem and no tolerations are returned.
+func Tolerations(svc *corev1.Service, terms config.ForwarderTerms) ([]corev1.Toleration, []Problem) {
+	out := make([]corev1.Toleration, 0, len(terms.Tolerations))
+	for _, t := range terms.Tolerations {
+		out = append(out, toCore(t))
+	}
 	key := AnnotationTolerations
 	raw, ok := svc.Annotations[key]
 	if !ok {
@@ -41,8 +38,15 @@ func Tolerations(svc *corev1.Service) ([]corev1.Toleration, []Problem) {
 	}
 	var problems []Problem
 	for i, t := range extra {
-		for _, reason := range ValidateToleration(t) {
-			problems = append(problems, Problem{Field: fmt.Sprintf("%s[%d]", field, i), Reason: reason})
+		f := fmt.Sprintf("%s[%d]", field, i)
+		reasons := ValidateToleration(t)
+		for _, reason := range reasons {
+			problems = append(problems, Problem{Field: f, Reason: reason})
+		}
+		if len(reasons) == 0 {
+			if why := terms.TolerationRefusal(fromCore(t)); why != "" {
+				problems = append(problems, Problem{Field: f, Value: config.TolerationString(fromCore(t)), Denied: true, Reason: why})
+			}
 		}
 	}
 	if len(problems) > 0 {
@@ -52,36 +56,38 @@ func Tolerations(svc *corev1.Service) ([]corev1.Toleration, []Problem) {
 }
 
 // ValidateToleration returns what is wrong with t, by the rules the API
-// server applies to a pod's tolerations.
+// server applies to a pod's tolerations (config.ValidateToleration's).
 func ValidateToleration(t corev1.Toleration) []string {
-	var out []string
-	if t.Key != "" {
-		for _, e := range validation.IsQualifiedName(t.Key) {
-			out = append(out, fmt.Sprintf("key %q: %s", t.Key, e))
+	return config.ValidateToleration(fromCore(t))
+}
+
+func toCore(t v1beta1.Toleration) corev1.Toleration {
+	return corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value,
+		Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.TolerationSeconds}
+}
+
+func fromCore(t corev1.Toleration) v1beta1.Toleration {
+	return v1beta1.Toleration{Key: t.Key, Operator: string(t.Operator), Value: t.Value,
+		Effect: string(t.Effect), TolerationSeconds: t.TolerationSeconds}
+}
+
+// priorityClassName is the class the Service asks for (Herald's annotation,
+// else k3s's) when the pool allows it, else the pool's.
+func priorityClassName(svc *corev1.Service, terms config.ForwarderTerms) (string, []Problem) {
+	for _, key := range []string{AnnotationPriorityClass, K3sAnnotationPriorityClass} {
+		v, ok := svc.Annotations[key]
+		if !ok {
+			continue
 		}
-	}
-	switch t.Operator {
-	case corev1.TolerationOpEqual, "":
-		if t.Key == "" {
-			out = append(out, "operator must be Exists when key is empty (an empty key with Exists matches every taint)")
+		v = strings.TrimSpace(v)
+		field := "metadata.annotations[" + key + "]"
+		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
+			return "", []Problem{{Field: field, Value: v, Reason: "not a priority class name: " + strings.Join(errs, "; ")}}
 		}
-		for _, e := range validation.IsValidLabelValue(t.Value) {
-			out = append(out, fmt.Sprintf("value %q: %s", t.Value, e))
+		if why := terms.PriorityClassRefusal(v); why != "" {
+			return "", []Problem{{Field: field, Value: v, Denied: true, Reason: why}}
 		}
-	case corev1.TolerationOpExists:
-		if t.Value != "" {
-			out = append(out, fmt.Sprintf("value %q must be empty when operator is Exists", t.Value))
-		}
-	default:
-		out = append(out, fmt.Sprintf("operator %q: want Equal or Exists", t.Operator))
+		return v, nil
 	}
-	switch t.Effect {
-	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-	default:
-		out = append(out, fmt.Sprintf("effect %q: want NoSchedule, PreferNoSchedule or NoExecute (or empty for all)", t.Effect))
-	}
-	if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
-		out = append(out, "tolerationSeconds is only allowed with effect NoExecute")
-	}
-	return out
+	return terms.PriorityClassName, nil
 }
