@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/internal/kubeapi"
 )
 
@@ -58,7 +60,9 @@ func TestBuildAcceptedByAPIServer(t *testing.T) {
 				K3sAnnotationPriorityClass: "lb-critical",
 				K3sAnnotationTolerations:   "- {key: dedicated, operator: Equal, value: edge, effect: NoExecute, tolerationSeconds: 30}\n- {operator: Exists}\n",
 			}
-		}), opts: Options{Namespace: ns, Image: "herald:test", PoolNodeSelector: pool, Nodes: nodes}},
+		}), opts: Options{Namespace: ns, Image: "herald:test", PoolNodeSelector: pool, Nodes: nodes,
+			Forwarders: config.ForwarderTerms{PriorityClassName: config.DefaultForwarderPriorityClass, AllowedPriorityClassNames: []string{"lb-critical"},
+				AllowedTolerations: []v1beta1.Toleration{{Key: "dedicated", Operator: "Exists"}, {Operator: "Exists"}}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
