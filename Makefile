@@ -416,14 +416,17 @@ bench:
 
 ## fuzz: run every fuzz target for FUZZTIME (default 60s) each: the parsers of outside input (configuration objects,
 ## the objects the CRD schemas admit, Service annotations, the svclb environment, the tolerations annotation, the NLLB
-## upstream file and EndpointSlices, the webhook's requests, ARP/NDP/BFD packets, the kubeconfig patch) and the
-## allocator and planner. `make test` runs their committed corpora (testdata/fuzz); FUZZ_CORPUS=1 copies what a run
+## upstream file and EndpointSlices, the webhook's requests, ARP/NDP/BFD packets, the kubeconfig patch, herald
+## migrate's input, the ccm's node keys, a tenant's svclb annotations, memberlist metadata, the sharing annotation,
+## the terminal and UTF-8 escapes) and the allocator and planner. TestFuzzTargetsListed keeps this list whole. `make test` runs their committed corpora (testdata/fuzz); FUZZ_CORPUS=1 copies what a run
 ## found into them.
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./config:FuzzParse ./config/crdtest:FuzzSchemaObjects ./ipam:FuzzParseRequest ./ipam:FuzzAllocator \
   ./svclb:FuzzParseEnv ./controller/svclb:FuzzTolerations ./nllb:FuzzParseUpstreams ./nllb/discovery:FuzzUpstreams \
   ./nllb/kubeconfig:FuzzPatch ./controller/webhook:FuzzReview ./speaker/plan:FuzzCompute ./announce/arp:FuzzARPParse \
-  ./announce/ndp:FuzzNDPParse ./announce/bfd:FuzzParse ./announce/bfd:FuzzSession
+  ./announce/ndp:FuzzNDPParse ./announce/bfd:FuzzParse ./announce/bfd:FuzzSession ./config/svcstatus:FuzzParseSharing \
+  ./internal/utf8text:FuzzEscape ./internal/termsafe:FuzzEscape ./config/metallb:FuzzMigrate \
+  ./controller/ccm:FuzzNodeAddresses ./controller/svclb:FuzzBuild ./speaker/members:FuzzMeta
 fuzz:
 	for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \
