@@ -117,9 +117,6 @@ func ValidateToleration(t v1beta1.Toleration) []string {
 	if t.TolerationSeconds != nil && t.Effect != "NoExecute" {
 		out = append(out, "tolerationSeconds is only allowed with effect NoExecute")
 	}
-	if t.TolerationSeconds != nil && *t.TolerationSeconds < 0 {
-		out = append(out, "tolerationSeconds must not be negative")
-	}
 	return out
 }
 

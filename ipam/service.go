@@ -3,7 +3,6 @@ package ipam
 import (
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -151,7 +150,7 @@ func newShareInfo(svc *Service) *shareInfo {
 	}
 	return &shareInfo{
 		key:       svc.Request.SharingKey,
-		namespace: namespaceOf(svc.Key),
+		namespace: svc.Namespace,
 		ports:     append([]Port(nil), svc.Ports...),
 		local:     svc.ExternalTrafficPolicy == TrafficPolicyLocal,
 		selector:  svc.Selector,
@@ -200,10 +199,4 @@ func policyName(local bool) string {
 		return TrafficPolicyLocal
 	}
 	return TrafficPolicyCluster
-}
-
-// namespaceOf is the namespace of a Service key ("namespace/name").
-func namespaceOf(key string) string {
-	ns, _, _ := strings.Cut(key, "/")
-	return ns
 }

@@ -60,7 +60,6 @@ const (
 
 // Defaults.
 const (
-	DefaultPriorityClass = config.DefaultForwarderPriorityClass
 	// DefaultProbePortBase is the first probe port tried; each container gets
 	// the next free one that is no Service port.
 	DefaultProbePortBase = forwarder.DefaultProbePort
