@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -31,18 +30,49 @@ var throttledTotal = prometheus.NewCounter(prometheus.CounterOpts{
 func init() { ctrlmetrics.Registry.MustRegister(throttledTotal) }
 
 // throttle limits how many requests with tokens not seen authenticating
-// reach next (the authenticating handler).
+// reach next (the authenticating handler). The budget is a token bucket of
+// its own under mu: a request takes one token before it reaches next and
+// gets it back when it authenticated. (rate.Limiter's reservations were
+// not fit for the refund: cancelling them out of order under concurrent
+// requests left the bucket in debt, so strangers were refused for longer
+// than the rate says.)
 type throttle struct {
-	next    http.Handler
-	limiter *rate.Limiter
-	now     func() time.Time
+	next      http.Handler
+	perSecond float64
+	burst     float64
+	now       func() time.Time
 
-	mu    sync.Mutex
-	known map[[32]byte]time.Time // token hash → when it last authenticated
+	mu     sync.Mutex
+	tokens float64
+	filled time.Time              // when tokens was last brought up to date
+	known  map[[32]byte]time.Time // token hash → when it last authenticated
 }
 
 func newThrottle(next http.Handler, perSecond float64, burst int) *throttle {
-	return &throttle{next: next, limiter: rate.NewLimiter(rate.Limit(perSecond), burst), now: time.Now, known: map[[32]byte]time.Time{}}
+	return &throttle{next: next, perSecond: perSecond, burst: float64(burst), tokens: float64(burst), now: time.Now, known: map[[32]byte]time.Time{}}
+}
+
+// take spends one token of the budget, if there is one.
+func (t *throttle) take() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	if !t.filled.IsZero() && now.After(t.filled) {
+		t.tokens = min(t.burst, t.tokens+now.Sub(t.filled).Seconds()*t.perSecond)
+	}
+	t.filled = now
+	if t.tokens < 1 {
+		return false
+	}
+	t.tokens--
+	return true
+}
+
+// refund gives back the token of a request that authenticated.
+func (t *throttle) refund() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.tokens = min(t.burst, t.tokens+1)
 }
 
 func (t *throttle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -51,9 +81,7 @@ func (t *throttle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		t.next.ServeHTTP(w, r)
 		return
 	}
-	res := t.limiter.ReserveN(t.now(), 1)
-	if !res.OK() || res.DelayFrom(t.now()) > 0 {
-		res.CancelAt(t.now())
+	if !t.take() {
 		throttledTotal.Inc()
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "Too many requests with unknown credentials", http.StatusTooManyRequests)
@@ -64,7 +92,7 @@ func (t *throttle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rec.status != http.StatusUnauthorized && rec.status < 500 {
 		// Authenticated (allowed, or 403: a known user who may not
 		// read): no budget spent, and not throttled from now on.
-		res.CancelAt(t.now())
+		t.refund()
 		t.remember(key)
 	}
 }

@@ -102,7 +102,9 @@ func TestThrottleBoundsFailedAuthentications(t *testing.T) {
 	}
 	// A token known once is forgotten after knownTTL, then budgeted again.
 	now.Add(int64(knownTTL + time.Second))
-	th.limiter.SetBurstAt(th.now(), 0)
+	th.mu.Lock()
+	th.tokens, th.perSecond = 0, 0
+	th.mu.Unlock()
 	if code := get(th, "good"); code != http.StatusTooManyRequests {
 		t.Errorf("a token not seen for longer than %v, with no budget left: %d, want 429", knownTTL, code)
 	}
