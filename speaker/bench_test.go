@@ -80,7 +80,7 @@ func BenchmarkReplan(b *testing.B) {
 		snap.Config = config.ParseKeepingLastValid(objs).Config
 		res := plan.Compute(inputs.Build(snap))
 		n = len(res.For(self.Name).L2)
-		_ = PeerAddrs(snap.Nodes, selfIP, 7946)
+		_ = Peers(snap.Nodes, selfIP, 7946)
 	}
 	if n == 0 && len(plan.Compute(inputs.Build(snap)).L2) == 0 {
 		b.Fatal("nothing announced")

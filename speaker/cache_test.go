@@ -305,7 +305,7 @@ func TestCacheTransformsKeepTheInputs(t *testing.T) {
 	}
 	for _, self := range []string{"192.168.0.1", "fd00::1"} {
 		addr := netip.MustParseAddr(self)
-		if w, g := PeerAddrs(nodes, addr, 7946), PeerAddrs(tNodes, addr, 7946); !reflect.DeepEqual(w, g) || len(w) == 0 {
+		if w, g := Peers(nodes, addr, 7946), Peers(tNodes, addr, 7946); !reflect.DeepEqual(w, g) || len(w) == 0 {
 			t.Errorf("memberlist peers of %s: whole %v, trimmed %v", self, w, g)
 		}
 	}

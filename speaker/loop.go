@@ -183,11 +183,11 @@ func (a *Agent) waitForPeers(ctx context.Context) {
 	if err := a.c.List(ctx, &nodes); err != nil {
 		return
 	}
-	peers := PeerAddrs(nodes.Items, a.ml.Addr().Addr(), int(a.ml.Addr().Port()))
+	peers := Peers(nodes.Items, a.ml.Addr().Addr(), int(a.ml.Addr().Port()))
 	a.ml.SetPeers(peers)
 	others := 0
 	for _, p := range peers {
-		if p != a.ml.Addr() {
+		if p.Addr != a.ml.Addr() {
 			others++
 		}
 	}
@@ -256,7 +256,7 @@ func (a *Agent) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.ml.SetPeers(PeerAddrs(snap.Nodes, a.ml.Addr().Addr(), int(a.ml.Addr().Port())))
+	a.ml.SetPeers(Peers(snap.Nodes, a.ml.Addr().Addr(), int(a.ml.Addr().Port())))
 	a.followKey()
 	in := inputs.Build(snap)
 	res := plan.Compute(in)

@@ -135,7 +135,7 @@ func TestSnapshotReadOnly(t *testing.T) {
 
 	// What sync and the status writer do with a snapshot.
 	self := snap.Nodes[1].Name
-	_ = PeerAddrs(snap.Nodes, netip.MustParseAddr("192.168.0.2"), 7946)
+	_ = Peers(snap.Nodes, netip.MustParseAddr("192.168.0.2"), 7946)
 	in := inputs.Build(snap)
 	res := plan.Compute(in)
 	want := res.For(self)

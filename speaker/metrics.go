@@ -101,6 +101,10 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, s
 			Name: "herald_memberlist_rejoins_total",
 			Help: "Joins of known speakers missing from this speaker's view (the periodic re-join that heals partitions).",
 		}, func() float64 { return float64(ml.Stats().Rejoins) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "herald_memberlist_strangers",
+			Help: "Members alive in this speaker's memberlist view that no Node is (a name no Node has, or a Node's name from another address): they hold the gossip key without being a speaker Kubernetes knows. Key rotation does not wait for them; anything above 0 for longer than a node's join takes means a leaked key: rotate it.",
+		}, func() float64 { return float64(ml.Stats().Strangers) }),
 		&keysCollector{ml: ml, desc: prometheus.NewDesc("herald_memberlist_gossip_keys",
 			"Gossip keys in this speaker's keyring (2 or more while a new key is rotated in), labelled with the fingerprint (first 8 bytes of SHA-256) of the one it encrypts with.",
 			[]string{"primary"}, nil)},

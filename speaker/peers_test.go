@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/herald-lb/herald/speaker/members"
 )
 
-func TestPeerAddrs(t *testing.T) {
+func TestPeers(t *testing.T) {
 	node := func(name string, addrs ...corev1.NodeAddress) corev1.Node {
 		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Addresses: addrs}}
 	}
@@ -21,13 +23,13 @@ func TestPeerAddrs(t *testing.T) {
 		node("n3", ext("192.168.1.3")),
 		node("n4", in("bogus")),
 	}
-	got := PeerAddrs(nodes, netip.MustParseAddr("192.168.1.1"), 7946)
-	want := []netip.AddrPort{netip.MustParseAddrPort("192.168.1.1:7946"), netip.MustParseAddrPort("192.168.1.2:7946")}
+	got := Peers(nodes, netip.MustParseAddr("192.168.1.1"), 7946)
+	want := []members.Peer{{Name: "n1", Addr: netip.MustParseAddrPort("192.168.1.1:7946")}, {Name: "n2", Addr: netip.MustParseAddrPort("192.168.1.2:7946")}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("v4: got %v, want %v", got, want)
 	}
-	got = PeerAddrs(nodes, netip.MustParseAddr("fd00::9"), 7946)
-	want = []netip.AddrPort{netip.MustParseAddrPort("[fd00::1]:7946"), netip.MustParseAddrPort("[fd00::2]:7946")}
+	got = Peers(nodes, netip.MustParseAddr("fd00::9"), 7946)
+	want = []members.Peer{{Name: "n1", Addr: netip.MustParseAddrPort("[fd00::1]:7946")}, {Name: "n2", Addr: netip.MustParseAddrPort("[fd00::2]:7946")}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("v6: got %v, want %v", got, want)
 	}

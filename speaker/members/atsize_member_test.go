@@ -123,10 +123,10 @@ func runAtSizeMember(conf string) int {
 		cmd, arg, _ := strings.Cut(in.Text(), " ")
 		switch cmd {
 		case "P":
-			var peers []netip.AddrPort
+			var peers []Peer // by address only: the bench rotates no key
 			for _, s := range strings.Split(arg, ",") {
 				if a, err := netip.ParseAddrPort(s); err == nil {
-					peers = append(peers, a)
+					peers = append(peers, Peer{Addr: a})
 				}
 			}
 			m.SetPeers(peers)

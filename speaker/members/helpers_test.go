@@ -108,17 +108,18 @@ func startGroup(t testing.TB, opts []Options) []*Members {
 		t.Cleanup(func() { _ = m.Shutdown() })
 		ms[i] = m
 	}
-	addrs := addrsOf(ms)
+	peers := peersOf(ms)
 	for _, m := range ms {
-		m.SetPeers(addrs)
+		m.SetPeers(peers)
 	}
 	return ms
 }
 
-func addrsOf(ms []*Members) []netip.AddrPort {
-	var out []netip.AddrPort
+// peersOf are ms as the agent knows them from the Nodes: name and address.
+func peersOf(ms []*Members) []Peer {
+	var out []Peer
 	for _, m := range ms {
-		out = append(out, m.Addr())
+		out = append(out, Peer{Name: m.name, Addr: m.Addr()})
 	}
 	return out
 }

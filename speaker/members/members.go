@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -76,6 +77,9 @@ type Stats struct {
 	Alive int
 	// Known is the number of peers last given to SetPeers (without self).
 	Known int
+	// Strangers is the number of members alive that are no known peer
+	// (Strangers).
+	Strangers int
 	// Joins counts peers contacted successfully by a join or rejoin.
 	Joins uint64
 	// JoinFailures counts join attempts that reached no member.
@@ -135,6 +139,9 @@ type Members struct {
 	// by the event delegate, like addrs); name is this member's.
 	keys map[string]keyView
 	name string
+	// known are the peers' addresses by name (SetPeers, without this
+	// member); nil until SetPeers is first called. Guarded by addrMu.
+	known map[string]netip.AddrPort
 
 	// ring is the gossip keyring (nil without encryption); want is the
 	// key last given (Start or SetKey): rotate walks the keyring to it.
@@ -318,21 +325,48 @@ func (m *Members) Addr() netip.AddrPort { return m.self }
 // Tunables are the timings in effect.
 func (m *Members) Tunables() Tunables { return m.tun }
 
+// Peer is a speaker known through Kubernetes: its node's name (the name it
+// joins memberlist under) and its memberlist address.
+type Peer struct {
+	Name string
+	Addr netip.AddrPort
+}
+
 // SetPeers sets the known speakers (found through Kubernetes). Peers not
 // known before are joined at once, in the background; every
 // RejoinInterval, the known peers that are not alive are joined again.
 // This member's own address is ignored. The slice is not retained.
-func (m *Members) SetPeers(addrs []netip.AddrPort) {
-	peers := make([]netip.AddrPort, 0, len(addrs))
-	for _, a := range addrs {
-		a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
-		if !a.IsValid() || a == m.self {
+//
+// Only the known peers count for key rotation: a member alive under a name
+// the peers do not have, or at another address than its peer's, is a
+// stranger (it holds the key, but no Node is it: a leaked key), and the
+// rotation does not wait for it (see rotate.go).
+func (m *Members) SetPeers(known []Peer) {
+	peers := make([]netip.AddrPort, 0, len(known))
+	byName := make(map[string]netip.AddrPort, len(known))
+	for _, p := range known {
+		a := netip.AddrPortFrom(p.Addr.Addr().Unmap(), p.Addr.Port())
+		if !a.IsValid() {
+			continue
+		}
+		if p.Name != "" && p.Name != m.name {
+			byName[p.Name] = a
+		}
+		if a == m.self {
 			continue
 		}
 		peers = append(peers, a)
 	}
 	slices.SortFunc(peers, netip.AddrPort.Compare)
 	peers = slices.Compact(peers)
+
+	m.addrMu.Lock()
+	changed := !maps.Equal(m.known, byName)
+	m.known = byName
+	m.addrMu.Unlock()
+	if changed {
+		m.kickRotation()
+	}
 
 	m.mu.Lock()
 	for _, p := range peers {
@@ -349,6 +383,29 @@ func (m *Members) SetPeers(addrs []netip.AddrPort) {
 		default:
 		}
 	}
+}
+
+// Strangers are the names of the members alive that no known peer is
+// (SetPeers): they hold the gossip key but are no speaker Kubernetes
+// knows, sorted.
+func (m *Members) Strangers() []string {
+	m.addrMu.Lock()
+	defer m.addrMu.Unlock()
+	var out []string
+	for name := range m.keys {
+		if name != m.name && !m.isKnown(name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// isKnown reports whether the member alive under name is the known peer of
+// that name, at its address; addrMu is held.
+func (m *Members) isKnown(name string) bool {
+	a, ok := m.known[name]
+	return ok && a == m.addrs[name]
 }
 
 func (m *Members) loop() {
@@ -563,6 +620,7 @@ func (m *Members) Stats() Stats {
 		Alive:        m.ml.NumMembers(),
 		Ready:        ready,
 		Known:        known,
+		Strangers:    len(m.Strangers()),
 		Joins:        m.joins.Load(),
 		JoinFailures: m.joinFailures.Load(),
 		Rejoins:      m.rejoins.Load(),

@@ -210,14 +210,14 @@ func TestRestartRejoins(t *testing.T) {
 	ms := startGroup(t, opts)
 	all := namesOf(ms)
 	waitFor(t, ms, 5*time.Second, "all see all", allSee(ms, all))
-	addrs := addrsOf(ms)
+	addrs := peersOf(ms)
 	if err := ms[2].Shutdown(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ms[:2], 5*time.Second, "node-2 declared dead", allSee(ms[:2], all[:2]))
 
 	o := opts[2]
-	o.anyPort, o.Port = false, int(addrs[2].Port())
+	o.anyPort, o.Port = false, int(addrs[2].Addr.Port())
 	m, err := Start(o)
 	if err != nil {
 		t.Fatal(err)
@@ -560,7 +560,7 @@ func TestShutdownDoesNotWaitForJoins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.SetPeers([]netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")})
+	m.SetPeers([]Peer{{Name: "unreachable", Addr: netip.MustParseAddrPort("127.0.0.1:1")}})
 	select {
 	case <-bh.dialing:
 	case <-time.After(5 * time.Second):

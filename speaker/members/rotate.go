@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +27,15 @@ import (
 // A member that cannot say (an older version, without the fields) holds the
 // rotation at the step it blocks, which is safe: nothing is removed while
 // anyone may still send with it.
+//
+// "Every member" is every known peer alive (SetPeers: the speakers
+// Kubernetes knows, by node name and address). A stranger, alive with the
+// key under a name no Node has or at another address than its Node's, is
+// not waited for: whoever holds a leaked key could otherwise join, never
+// advertise the new key, and keep the old one valid for ever. Once the old
+// key is removed, the stranger can no longer read or send, and the others
+// declare it dead. Until the first SetPeers nobody is known and the
+// rotation waits.
 
 // fingerprint names a key in the metadata: the first 8 bytes of its
 // SHA-256, which say nothing usable about a random 16- to 32-byte key.
@@ -136,10 +146,20 @@ func (m *Members) rotate() {
 	m.keyMu.Lock()
 	want := m.want
 	m.addrMu.Lock()
+	if m.known == nil {
+		m.addrMu.Unlock()
+		m.keyMu.Unlock()
+		return // no peers yet: who must follow is not known
+	}
 	others := make([]keyView, 0, len(m.keys))
+	var strangers []string
 	for name, v := range m.keys {
-		if name != m.name {
+		switch {
+		case name == m.name:
+		case m.isKnown(name):
 			others = append(others, v)
+		default:
+			strangers = append(strangers, name)
 		}
 	}
 	m.addrMu.Unlock()
@@ -162,16 +182,25 @@ func (m *Members) rotate() {
 			m.log.Warn("using the new gossip key", "error", err)
 			return
 		}
-		m.log.Info("gossip key in use: every member has it", "key", fmt.Sprintf("%x", fingerprintOf(s.use)))
+		m.log.Info("gossip key in use: every member has it", "key", fmt.Sprintf("%x", fingerprintOf(s.use)), strangersAttr(strangers))
 		m.advertise("key in use")
 	case s.remove != nil:
 		if err != nil {
 			m.log.Warn("removing an old gossip key", "error", err)
 			return
 		}
-		m.log.Info("old gossip keys removed: every member uses the new one", "removed", len(s.remove))
+		m.log.Info("old gossip keys removed: every member uses the new one", "removed", len(s.remove), strangersAttr(strangers))
 		m.notify(&m.updates)
 	}
+}
+
+// strangersAttr names the strangers a rotation step did not wait for.
+func strangersAttr(names []string) slog.Attr {
+	if len(names) == 0 {
+		return slog.Attr{}
+	}
+	slices.Sort(names)
+	return slog.String("not waited for (alive with the key, no Node of that name and address)", strings.Join(names, ","))
 }
 
 // advertise gossips this member's metadata (readiness, keys) in the

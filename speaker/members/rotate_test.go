@@ -3,6 +3,7 @@ package members
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"slices"
 	"sync"
@@ -102,7 +103,7 @@ func TestKeyRotation(t *testing.T) {
 	stale.RejoinInterval = 200 * time.Millisecond
 	more := append(ms, startGroup(t, []Options{late, stale})...)
 	for _, m := range more {
-		m.SetPeers(addrsOf(more))
+		m.SetPeers(peersOf(more))
 	}
 	group := more[:4]
 	waitFor(t, group, 10*time.Second, "a member with the new key joins", allSee(group, namesOf(group)))
@@ -193,5 +194,58 @@ func TestSetKeyDuringRotation(t *testing.T) {
 			k := m.Keys()
 			return len(k) == 1 && k[0] == only
 		})
+	}
+}
+
+// TestKeyRotationWithStrangers: two members hold the group's key but are no speaker Kubernetes knows (a leaked
+// key): one joins under a name no Node has, one under a Node's name from another address than the Node's. Neither
+// ever takes the new key. The rotation counts only the known peers: it completes, every known keyring ends with the
+// new key alone, and the strangers, left on the old key, are declared dead. Counting every member alive (as before)
+// held the rotation at its first step for as long as a stranger stayed.
+func TestKeyRotationWithStrangers(t *testing.T) {
+	var opts []Options
+	for i := range 3 {
+		opts = append(opts, testOptions(i, ProfileFast))
+	}
+	ms := startGroup(t, opts)
+	intruder := testOptions(8, ProfileFast)
+	intruder.NodeName = "intruder"
+	impostor := testOptions(3, ProfileFast) // node-3 is a Node, at another address
+	strangers := startGroup(t, []Options{intruder, impostor})
+	known := append(peersOf(ms), Peer{Name: "node-3", Addr: netip.MustParseAddrPort("127.0.0.1:1")})
+	for _, m := range ms {
+		m.SetPeers(known)
+	}
+	for _, s := range strangers {
+		s.SetPeers(peersOf(append(slices.Clone(ms), strangers...)))
+	}
+	everyone := append(slices.Clone(ms), strangers...)
+	waitFor(t, everyone, 10*time.Second, "all five see all five", allSee(everyone, namesOf(everyone)))
+	for _, m := range ms {
+		if got := m.Strangers(); !slices.Equal(got, []string{"intruder", "node-3"}) {
+			t.Errorf("%s: strangers %v, want [intruder node-3]", m.name, got)
+		}
+	}
+
+	newKey := []byte("the rotated key, 32 bytes long..")
+	for _, m := range ms {
+		if err := m.SetKey(newKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	only := fmt.Sprintf("%x", fingerprintOf(newKey))
+	waitFor(t, ms, 15*time.Second, "every known keyring holds the new key alone", func() bool {
+		for _, m := range ms {
+			if k := m.Keys(); len(k) != 1 || k[0] != only {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, ms, 15*time.Second, "the strangers, on the old key, declared dead", allSee(ms, namesOf(ms)))
+	for _, m := range ms {
+		if got := m.Strangers(); len(got) != 0 {
+			t.Errorf("%s: strangers %v after the rotation", m.name, got)
+		}
 	}
 }
