@@ -205,6 +205,10 @@ type ClientHost interface {
 	// (the NUD state: "REACHABLE", "STALE", "DELAY", "PROBE", "FAILED", "INCOMPLETE", or "DELETED"), until ctx
 	// ends; the channel is closed then.
 	WatchNeighbor(ctx context.Context, addr netip.Addr) (<-chan NeighborChange, error)
+	// NeighborTimers sets the client's unreachability detection timers on each of its interfaces, IPv4 and IPv6:
+	// the base reachable time (an entry stays REACHABLE a random half to one and a half of it) and the delay
+	// before the first probe of a STALE entry in use. The returned function puts back the values found.
+	NeighborTimers(ctx context.Context, baseReachable, delayFirstProbe time.Duration) (func() error, error)
 	// RouteVia routes prefix from the client through a node's LAN address, standing in for routing that a
 	// speaker would otherwise provide. The returned function removes the route.
 	RouteVia(ctx context.Context, prefix netip.Prefix, node string) (func() error, error)

@@ -284,6 +284,48 @@ func (c *client) ForgetNeighbor(ctx context.Context, addr netip.Addr) error {
 	return err
 }
 
+// neighTimersScript prints each neighbour-table timer file of the namespace's interfaces (lo and default left
+// out) with its value, then writes the new values given as arguments: base_reachable_time_ms, then
+// delay_first_probe_time (seconds). /proc/sys/net shows the namespace of the process reading it.
+const neighTimersScript = `set -e
+for d in /proc/sys/net/ipv4/neigh/* /proc/sys/net/ipv6/neigh/*; do
+	case "${d##*/}" in lo|default) continue;; esac
+	echo "$d/base_reachable_time_ms $(cat "$d/base_reachable_time_ms")"
+	echo "$d/delay_first_probe_time $(cat "$d/delay_first_probe_time")"
+	echo "$1" > "$d/base_reachable_time_ms"
+	echo "$2" > "$d/delay_first_probe_time"
+done`
+
+func (c *client) NeighborTimers(ctx context.Context, baseReachable, delayFirstProbe time.Duration) (func() error, error) {
+	if baseReachable < time.Millisecond || delayFirstProbe < time.Second {
+		return nil, fmt.Errorf("neighbour timers %v / %v: want at least 1 ms and 1 s", baseReachable, delayFirstProbe)
+	}
+	out, err := runIn(ctx, c.path, "sh", "-c", neighTimersScript, "sh",
+		strconv.FormatInt(baseReachable.Milliseconds(), 10), strconv.Itoa(int(delayFirstProbe/time.Second)))
+	var old []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			old = append(old, f[0], f[1])
+		}
+	}
+	restore := func() error {
+		if len(old) == 0 {
+			return nil
+		}
+		// Each pair is a file and the value it had; written back in one shell.
+		script := `while [ $# -gt 1 ]; do echo "$2" > "$1"; shift 2; done`
+		_, err := runIn(context.WithoutCancel(ctx), c.path, "sh", append([]string{"-c", script, "sh"}, old...)...)
+		return err
+	}
+	if err != nil {
+		return nil, errors.Join(err, restore())
+	}
+	if len(old) == 0 {
+		return nil, fmt.Errorf("neighbour timers in %s: no interface found", c.path)
+	}
+	return restore, nil
+}
+
 func (c *client) WatchNeighbor(ctx context.Context, addr netip.Addr) (<-chan e2e.NeighborChange, error) {
 	cmd := exec.CommandContext(ctx, "nsenter", "--net="+c.path, "--", "ip", "monitor", "neigh")
 	out, err := cmd.StdoutPipe()
