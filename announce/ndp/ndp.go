@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/herald-lb/herald/announce/internal/l2"
@@ -64,7 +65,7 @@ func New(o Options) *Responder {
 	}
 	log = log.With("proto", "ndp")
 	return &Responder{e: l2.New(l2.Config{
-		Proto:   proto{log: log},
+		Proto:   proto{log: log, noMatch: new(atomic.Bool)},
 		Host:    o.host,
 		OwnHost: o.ownHost,
 		Logger:  log,
@@ -109,7 +110,13 @@ func (r *Responder) Stats() Stats {
 	return out
 }
 
-type proto struct{ log *slog.Logger }
+type proto struct {
+	log *slog.Logger
+	// noMatch is set once the kernel was seen dropping the ICMPv6 rule's
+	// match (errRuleMatch): from then on no local route is tried, rather
+	// than a rule added and removed again at every retry.
+	noMatch *atomic.Bool
+}
 
 func (proto) Check(a netip.Addr) (netip.Addr, error) {
 	switch {
@@ -127,9 +134,19 @@ func (proto) Check(a netip.Addr) (netip.Addr, error) {
 	return a, nil
 }
 
-func (p proto) Gain(h *l2.Host, a netip.Addr) error { return addLocalRoute(h, p.log, a) }
-func (proto) Lose(h *l2.Host, a netip.Addr) error   { return delLocalRoute(h, a) }
-func (proto) Reset(h *l2.Host) (int, error)         { return removeOwnRoutes(h) }
+func (p proto) Gain(h *l2.Host, a netip.Addr) error {
+	if p.noMatch.Load() {
+		return errRuleMatch
+	}
+	err := addLocalRoute(h, p.log, a)
+	if errors.Is(err, errRuleMatch) && !p.noMatch.Swap(true) {
+		p.log.Error("no local routes for IPv6 addresses on this node: multicast solicitations are answered, unicast re-verification is not",
+			"error", err)
+	}
+	return err
+}
+func (proto) Lose(h *l2.Host, a netip.Addr) error { return delLocalRoute(h, a) }
+func (proto) Reset(h *l2.Host) (int, error)       { return removeOwnRoutes(h) }
 
 func (p proto) Open(h *l2.Host, ifi l2.Iface) (l2.Link, error) {
 	var c *icmpConn

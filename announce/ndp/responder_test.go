@@ -1,6 +1,7 @@
 package ndp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -771,4 +772,111 @@ func ruleLines(t *testing.T, ns *netnstest.NS) []string {
 		}
 	}
 	return out
+}
+
+// logWatch is a slog handler that reports on seen each record whose message contains want, and on failed each
+// failure of node state (the engine's warning).
+type logWatch struct {
+	want         string
+	seen, failed chan slog.Record
+}
+
+func (w logWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (w logWatch) Handle(_ context.Context, r slog.Record) error {
+	ch := w.seen
+	switch {
+	case strings.Contains(r.Message, w.want):
+	case strings.Contains(r.Message, "adding node state failed"):
+		ch = w.failed
+	default:
+		return nil
+	}
+	select {
+	case ch <- r:
+	default:
+	}
+	return nil
+}
+func (w logWatch) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w logWatch) WithGroup(string) slog.Handler      { return w }
+
+// TestRuleWithoutTheICMPv6Match: the rule to table 1243 is read back after it is added. A kernel that drops the
+// ipproto match (FRA_IP_PROTO, Linux 4.17; an older one ignores it: here a seam clears the match before the real
+// add) would send every protocol to the table, making the node accept anything sent to an IPv6 Service address:
+// the rule is removed again, no local route is made, the error says why, and the responder stops trying rather than
+// re-adding the rule at each retry. A rule of ours without the match found at run time (a hand edit) is replaced by
+// the right one. Without the read-back the rule stayed, matching every protocol, and the route was added.
+func TestRuleWithoutTheICMPv6Match(t *testing.T) {
+	t.Run("kernel drops the match", func(t *testing.T) {
+		lab := netnstest.New(t, "ndpr")
+		a := netnstest.NewLAN(lab, 1).Nodes[0]
+		var adds atomic.Int32
+		realAdd := ruleAdd
+		ruleAdd = func(h *l2.Host, r *netlink.Rule) error {
+			adds.Add(1)
+			dropped := *r
+			dropped.IPProto = 0
+			return realAdd(h, &dropped)
+		}
+		t.Cleanup(func() { ruleAdd = realAdd })
+		refused := logWatch{want: "no local routes", seen: make(chan slog.Record, 1), failed: make(chan slog.Record, 16)}
+		r := startIn(t, a, Options{Gratuitous: 1, Logger: slog.New(refused)})
+		if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case rec := <-refused.seen:
+			var msg string
+			rec.Attrs(func(at slog.Attr) bool { msg += at.Value.String(); return true })
+			if !strings.Contains(msg, "dropped the ipproto match") {
+				t.Errorf("the refusal does not say why: %q", msg)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no refusal logged")
+		}
+		if got := ruleLines(t, a); len(got) != 0 {
+			t.Errorf("a rule without the ICMPv6 match stayed: %q", got)
+		}
+		if got := ownRouteDsts(t, a); len(got) != 0 {
+			t.Errorf("local routes made without the ICMPv6 match: %q", got)
+		}
+		// Another address: refused at once (its failure reported), no second rule added.
+		second := netip.MustParseAddr("2001:db8::51")
+		if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}, second: {"eth0"}}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.After(5 * time.Second)
+		for seen := false; !seen; {
+			select {
+			case rec := <-refused.failed:
+				rec.Attrs(func(at slog.Attr) bool {
+					seen = seen || (at.Key == "address" && at.Value.String() == second.String())
+					return true
+				})
+			case <-deadline:
+				t.Fatal("no failure reported for the second address")
+			}
+		}
+		if n := adds.Load(); n != 1 {
+			t.Errorf("%d rule adds, want 1 (none at the retries)", n)
+		}
+		if got := ruleLines(t, a); len(got) != 0 {
+			t.Errorf("rules after the second address: %q", got)
+		}
+	})
+	t.Run("hand-made rule without the match", func(t *testing.T) {
+		lab := netnstest.New(t, "ndph")
+		a := netnstest.NewLAN(lab, 1).Nodes[0]
+		r := startIn(t, a, Options{Gratuitous: 1})
+		a.IP("-6", "rule", "add", "pref", "1243", "lookup", "1243", "protocol", "243")
+		if err := r.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); err != nil {
+			t.Fatal(err)
+		}
+		if !netnstest.Eventually(5*time.Second, func() bool { return len(ownRouteDsts(t, a)) == 1 }) {
+			t.Fatal("no local route")
+		}
+		if got := ruleLines(t, a); len(got) != 1 || !strings.Contains(got[0], "ipproto ipv6-icmp lookup 1243") {
+			t.Errorf("rules of protocol 243: %q, want the ICMPv6 rule alone", got)
+		}
+	})
 }

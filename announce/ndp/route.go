@@ -100,19 +100,63 @@ func ownRules(h *l2.Host) ([]netlink.Rule, error) {
 	return out, nil
 }
 
-// ensureRule adds the ICMPv6 rule unless it is there.
+// ruleAdd adds a rule: a seam for the test that stands for a kernel which
+// drops a match it does not know (FRA_IP_PROTO is Linux 4.17's; an older
+// kernel ignores the attribute and adds the rule for every protocol).
+var ruleAdd = func(h *l2.Host, r *netlink.Rule) error { return h.NL.RuleAdd(r) }
+
+// errRuleMatch is why no local route is made on a kernel that dropped the
+// rule's ICMPv6 match.
+var errRuleMatch = fmt.Errorf("the kernel dropped the ipproto match of the rule to table %d (Linux 4.17 or later needed): "+
+	"that rule would deliver every protocol to the node on IPv6 Service addresses, so no local route is made; "+
+	"clients' unicast neighbour probes (NUD) then go unanswered", RouteTable)
+
+func isICMPRule(r netlink.Rule) bool {
+	return r.Priority == RulePriority && r.Table == RouteTable && r.IPProto == unix.IPPROTO_ICMPV6
+}
+
+// ensureRule adds the ICMPv6 rule unless it is there, and reads it back: a
+// rule of ours without the ICMPv6 match (a kernel that dropped it, a hand
+// edit) would send every protocol to the table, so it is removed, and when
+// the kernel drops the match of the rule just added, that rule is removed
+// too and ensureRule fails with errRuleMatch.
 func ensureRule(h *l2.Host) error {
 	rs, err := ownRules(h)
 	if err != nil {
 		return err
 	}
+	found := false
 	for _, r := range rs {
-		if r.Priority == RulePriority && r.Table == RouteTable && r.IPProto == unix.IPPROTO_ICMPV6 {
-			return nil
+		if isICMPRule(r) {
+			found = true
+			continue
+		}
+		if err := delRule(h, r); err != nil {
+			return err
 		}
 	}
-	if err := h.NL.RuleAdd(icmpRule()); err != nil && !errors.Is(err, unix.EEXIST) {
+	if found {
+		return nil
+	}
+	if err := ruleAdd(h, icmpRule()); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("adding the rule for ICMPv6 to table %d: %w", RouteTable, err)
+	}
+	if rs, err = ownRules(h); err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range rs {
+		if isICMPRule(r) {
+			return nil
+		}
+		errs = append(errs, delRule(h, r))
+	}
+	return errors.Join(append([]error{errRuleMatch}, errs...)...)
+}
+
+func delRule(h *l2.Host, r netlink.Rule) error {
+	if err := h.NL.RuleDel(&r); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("removing rule %d (protocol %d, no ICMPv6 match): %w", r.Priority, RouteProtocol, err)
 	}
 	return nil
 }
