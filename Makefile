@@ -425,7 +425,7 @@ FUZZ_TARGETS := ./config:FuzzParse ./config/crdtest:FuzzSchemaObjects ./ipam:Fuz
   ./svclb:FuzzParseEnv ./controller/svclb:FuzzTolerations ./nllb:FuzzParseUpstreams ./nllb/discovery:FuzzUpstreams \
   ./nllb/kubeconfig:FuzzPatch ./controller/webhook:FuzzReview ./speaker/plan:FuzzCompute ./announce/arp:FuzzARPParse \
   ./announce/ndp:FuzzNDPParse ./announce/bfd:FuzzParse ./announce/bfd:FuzzSession ./config/svcstatus:FuzzParseSharing \
-  ./internal/utf8text:FuzzEscape ./internal/termsafe:FuzzEscape ./config/metallb:FuzzMigrate \
+  ./internal/utf8text:FuzzEscape ./internal/termsafe:FuzzEscape ./internal/termsafe:FuzzMarshal ./config/metallb:FuzzMigrate \
   ./controller/ccm:FuzzNodeAddresses ./controller/svclb:FuzzBuild ./speaker/members:FuzzMeta
 fuzz:
 	for t in $(FUZZ_TARGETS); do \

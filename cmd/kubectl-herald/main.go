@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/herald-lb/herald/config/configobjs"
 	"github.com/herald-lb/herald/explain"
@@ -190,21 +188,27 @@ func do(ctx context.Context, kube clientcmd.ClientConfig, o options, stdout, std
 		fmt.Fprintln(stderr, "kubectl herald:", termsafe.Escape(err.Error()))
 		return 1
 	}
-	switch o.output {
+	return done(write(stdout, o.output, rep, text), stderr)
+}
+
+// write prints rep as output asks: JSON, YAML (control characters escaped
+// in both, the values read back exact), or the table text writes.
+func write(stdout io.Writer, output string, rep any, text func(io.Writer, bool) error) error {
+	var b []byte
+	var err error
+	switch output {
 	case "json":
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err == nil {
-			_, err = fmt.Fprintf(stdout, "%s\n", b)
-		}
-		return done(err, stderr)
+		b, err = termsafe.MarshalJSON(rep) // DEL and C1 controls escaped too
+		b = append(b, '\n')
 	case "yaml":
-		b, err := yaml.Marshal(rep)
-		if err == nil {
-			_, err = stdout.Write(b)
-		}
-		return done(err, stderr)
+		b, err = termsafe.MarshalYAML(rep) // yaml.Marshal refuses DEL and C1 controls
+	default:
+		return text(stdout, output == "wide")
 	}
-	return done(text(stdout, o.output == "wide"), stderr)
+	if err == nil {
+		_, err = stdout.Write(b)
+	}
+	return err
 }
 
 func done(err error, stderr io.Writer) int {

@@ -5,6 +5,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/herald-lb/herald/explain"
 )
 
 func TestServiceName(t *testing.T) {
@@ -51,5 +55,28 @@ func TestVersion(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "kubectl-herald ") {
 		t.Errorf("exit %d, stdout %q", code, out.String())
+	}
+}
+
+// TestWriteEscapesControls: -o json and -o yaml of a report whose texts
+// (written by whoever may write the objects) hold ESC, DEL and C1 controls
+// print none raw, and read back exact; yaml.Marshal alone refused DEL and
+// C1 and printed nothing.
+func TestWriteEscapesControls(t *testing.T) {
+	rep := explain.ServiceReport{Service: "apps/web\u009b2J", Cause: "pool l2\x7f\x1b]8;;https://evil.example/\x07 is full"}
+	for _, output := range []string{"json", "yaml"} {
+		var out bytes.Buffer
+		if err := write(&out, output, rep, nil); err != nil {
+			t.Fatalf("-o %s: %v", output, err)
+		}
+		for _, r := range strings.ReplaceAll(out.String(), "\n", "") {
+			if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+				t.Fatalf("-o %s prints %U raw:\n%q", output, r, out.String())
+			}
+		}
+		var back explain.ServiceReport
+		if err := yaml.UnmarshalStrict(out.Bytes(), &back); err != nil || back.Service != rep.Service || back.Cause != rep.Cause {
+			t.Errorf("-o %s reads back as %+v (%v), want %+v:\n%s", output, back, err, rep, out.String())
+		}
 	}
 }

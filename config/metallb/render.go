@@ -6,7 +6,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
+
+	"github.com/herald-lb/herald/internal/termsafe"
 )
 
 // MarkdownTable renders Table as a Markdown table, for docs/metallb.md.
@@ -79,13 +80,22 @@ func (r *Result) WriteYAML(w io.Writer) error {
 		return err
 	}
 	for _, o := range objs {
-		b, err := yaml.Marshal(o)
+		b, err := termsafe.MarshalYAML(o) // yaml.Marshal refuses DEL and C1 controls
 		if err != nil {
-			return err
+			return fmt.Errorf("writing %s as YAML: %w", manifestName(o), err)
 		}
 		if _, err := fmt.Fprintf(w, "---\n%s", b); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// manifestName names a manifest of Manifests: "Kind namespace/name".
+func manifestName(o map[string]any) string {
+	md, _ := o["metadata"].(map[string]any)
+	ns, _ := md["namespace"].(string)
+	name, _ := md["name"].(string)
+	kind, _ := o["kind"].(string)
+	return fmt.Sprintf("%s %s/%s", kind, ns, name)
 }
