@@ -599,7 +599,11 @@ func TestSvclbLocalFollowsEndpoints(t *testing.T) {
 // fixing the annotation updates it.
 func TestSvclbInvalidKeepsDaemonSet(t *testing.T) {
 	e := newEnv(t)
-	e.nodePool("nodes")
+	// The pool allows the toleration the Service asks for at the end (a pool
+	// that does not denies it, and a denied Service keeps no DaemonSet).
+	e.nodePool("nodes", func(p *v1beta1.IPAddressPool) {
+		p.Spec.NodeAddresses.Forwarders = &v1beta1.Forwarders{AllowedTolerations: []v1beta1.Toleration{{Key: "a", Operator: "Exists"}}}
+	})
 	e.node("n1", "InternalIP=10.0.6.1")
 	h := e.startController(withSvclb)
 	svc := e.svc("web")
