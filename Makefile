@@ -399,10 +399,10 @@ chart-crds:
 	cp config/crd/*.yaml $(CHART_DIR)/crds/
 
 ## verify-generated: fail when `make generate` would change anything. It generates into a copy of the module's
-## config/ tree in a temporary directory and compares; the working tree is only read.
+## config/ tree (and internal/, which config imports) in a temporary directory and compares; the working tree is only read.
 verify-generated: $(CONTROLLER_GEN)
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	  cp go.mod go.sum "$$tmp/"; cp -R config "$$tmp/config"; \
+	  cp go.mod go.sum "$$tmp/"; cp -R config "$$tmp/config"; cp -R internal "$$tmp/internal"; \
 	  (cd "$$tmp" && rm -rf config/crd && $(CONTROLLER_GEN) $(CONTROLLER_GEN_ARGS)); \
 	  if ! diff -r config "$$tmp/config" >"$$tmp/diff"; then \
 	    echo "generated files are stale; run 'make generate' and commit:"; cat "$$tmp/diff"; exit 1; fi; \
