@@ -161,7 +161,8 @@ func TestCleanupHookRendered(t *testing.T) {
 	// Every configurable name is the one the rest of the chart uses: the Secrets the controller writes.
 	objs = render(t, "herald-system", "--set", "webhook.secretName=site-webhook-tls", "--set", "memberlist.secretName=site-gossip")
 	args = hookJob(t, objs).Spec.Template.Spec.Containers[0].Args
-	for _, want := range []string{"--webhook-cert-secret=site-webhook-tls", "--memberlist-secret=site-gossip"} {
+	for _, want := range []string{"--webhook-cert-secret=site-webhook-tls", "--memberlist-secret=site-gossip",
+		"--metrics-cert-secrets=herald-controller-metrics-cert,herald-speaker-metrics-cert"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("with webhook.secretName and memberlist.secretName set: Job args %q lack %q", args, want)
 		}
@@ -178,8 +179,8 @@ func TestCleanupHookRendered(t *testing.T) {
 			}
 			names, _ := m["resourceNames"].([]any)
 			got := fmt.Sprint(names)
-			if got != "[site-gossip site-webhook-tls herald-bgp-passwords]" {
-				t.Errorf("%s: the hook may delete Secrets %s, want [site-gossip site-webhook-tls herald-bgp-passwords]", objName(o), got)
+			if want := "[site-gossip site-webhook-tls herald-bgp-passwords herald-controller-metrics-cert herald-speaker-metrics-cert]"; got != want {
+				t.Errorf("%s: the hook may delete Secrets %s, want %s", objName(o), got, want)
 			}
 		}
 	}
@@ -229,6 +230,8 @@ func cleanupFixtures(t *testing.T, admin clients) (svc types.NamespacedName, obj
 		speakerStatus(cleanNS, "n1"),
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cleanNS, Name: memberlist}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cleanNS, Name: cleanNS + "-webhook-cert"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cleanNS, Name: cleanNS + "-controller-metrics-cert"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cleanNS, Name: cleanNS + "-speaker-metrics-cert"}},
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: cleanNS, Name: "herald-controller"}},
 	}
 	for _, o := range objs {
@@ -364,13 +367,14 @@ func TestCleanupRunsWithChartRBAC(t *testing.T) {
 	defer cancel()
 	o := cleanup.Options{Namespace: cleanNS, Release: cleanNS, SvclbNamespace: cleanSvclbNS, MemberlistSecret: memberlist,
 		WebhookCertSecret: cleanNS + "-webhook-cert", LeaseName: "herald-controller", WaitTimeout: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		MetricsCertSecrets: []string{cleanNS + "-controller-metrics-cert", cleanNS + "-speaker-metrics-cert"},
+		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil))}
 	res, err := cleanup.Run(ctx, hook, o)
 	if err != nil {
 		t.Fatalf("cleanup as the hook's ServiceAccount: %v", err)
 	}
-	if res.Services < 1 || res.DaemonSets != 1 || res.StatusObjects != 3 || res.Secrets != 2 || res.Leases != 1 {
-		t.Errorf("cleanup removed %s; want 1 Service (or more: other tests' Services), 1 DaemonSet, 3 status objects, 2 Secrets, 1 Lease", res)
+	if res.Services < 1 || res.DaemonSets != 1 || res.StatusObjects != 3 || res.Secrets != 4 || res.Leases != 1 {
+		t.Errorf("cleanup removed %s; want 1 Service (or more: other tests' Services), 1 DaemonSet, 3 status objects, 4 Secrets, 1 Lease", res)
 	}
 	var s corev1.Service
 	if err := admin.c.Get(ctx, svc, &s); err != nil {

@@ -6,12 +6,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -90,6 +92,9 @@ func TestControllerRunsWithChartRBAC(t *testing.T) {
 	o.BGPPasswordsSecret = ns + "-bgp-passwords" // the chart's name (fullnameOverride is the namespace)
 	ctlMetrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	o.MetricsAddr, o.ProbeAddr = ctlMetrics, "0" // HTTPS with authentication and authorization, the default
+	// The metrics certificates as the chart configures them (metrics.certificates, the default).
+	o.MetricsCerts = &controller.MetricsCerts{Secret: ns + "-controller-metrics-cert", Hosts: []string{metricsHost(ns, "controller")},
+		SpeakerSecret: ns + "-speaker-metrics-cert", SpeakerHosts: []string{metricsHost(ns, "speaker")}, SyncInterval: time.Second}
 	o.Registerer = prometheus.NewRegistry()
 	logs := &logbuf.Buffer{}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -214,7 +219,64 @@ func TestControllerRunsWithChartRBAC(t *testing.T) {
 			Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"198.51.100.8/29"}}}, client.DryRunAll)
 		return err != nil && strings.Contains(err.Error(), `IPAddressPool overlap: spec.addresses: 198.51.100.8/29 overlaps 198.51.100.0/28 of IPAddressPool "addrs"`), nil
 	})
-	checkMetricsAuth(t, ctx, admin, ns, ctlMetrics)
+	checkMetricsAuth(t, ctx, admin, ns, ctlMetrics, verifiedMetrics(t, ctx, admin, ns, "controller", ctlMetrics))
+	// The speakers' Secret, written with the controller's rights for them to mount: its own CA, which does not
+	// verify the controller's server.
+	var spk corev1.Secret
+	waitFor("the speakers' metrics certificate Secret", func(ctx context.Context) (bool, error) {
+		return admin.c.Get(ctx, clientKey(ns, ns+"-speaker-metrics-cert"), &spk) == nil, nil
+	})
+	if err := handshake(ctlMetrics, spk.Data[webhook.SecretCAField], metricsHost(ns, "controller")); err == nil {
+		t.Errorf("the speakers' metrics CA verifies the controller's metrics server: one CA for both")
+	}
+}
+
+// metricsHost is the name a component's metrics certificate carries: its metrics Service's (the chart's
+// <fullname>-<component>-metrics, fullnameOverride being the namespace).
+func metricsHost(ns, component string) string {
+	return ns + "-" + component + "-metrics." + ns + ".svc"
+}
+
+// handshake connects to addr over TLS, trusting caPEM only and checking the name host (a ServiceMonitor's
+// tlsConfig: ca and serverName).
+func handshake(addr string, caPEM []byte, host string) error {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return fmt.Errorf("no CA certificate in %d bytes", len(caPEM))
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: host})
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// verifiedMetrics waits until the component's metrics server at addr is verified as Prometheus verifies it with
+// the chart's ServiceMonitor: the ca.crt of the Secret <ns>-<component>-metrics-cert and the metrics Service's
+// name. (A component serving a self-signed certificate is never verified.) It returns that TLS configuration.
+func verifiedMetrics(t *testing.T, ctx context.Context, admin clients, ns, component, addr string) *tls.Config {
+	t.Helper()
+	var last error
+	var s corev1.Secret
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if last = admin.c.Get(ctx, clientKey(ns, ns+"-"+component+"-metrics-cert"), &s); last != nil {
+			return false, nil
+		}
+		last = handshake(addr, s.Data[webhook.SecretCAField], metricsHost(ns, component))
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the %s's metrics at %s not verified with the chart's CA and the name %s within 30s: %v", component, addr, metricsHost(ns, component), last)
+	}
+	if s.Type != corev1.SecretTypeTLS {
+		t.Errorf("Secret %s/%s is of type %q, want %s", ns, s.Name, s.Type, corev1.SecretTypeTLS)
+	}
+	if err := handshake(addr, s.Data[webhook.SecretCAField], metricsHost(ns, "other")); err == nil {
+		t.Errorf("the %s's metrics certificate is verified for another name too", component)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.Data[webhook.SecretCAField])
+	return &tls.Config{RootCAs: pool, ServerName: metricsHost(ns, component)}
 }
 
 func clientKey(ns, name string) types.NamespacedName {
@@ -306,6 +368,8 @@ func TestSpeakerRunsWithChartRBAC(t *testing.T) {
 	o.MemberlistBindAddr, o.MemberlistPort = netip.MustParseAddr("127.0.0.1"), port
 	spkMetrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	o.MetricsAddr, o.ProbeAddr = spkMetrics, "0" // HTTPS with authentication and authorization, the default
+	// The Secret volume of the metrics certificate, empty at start (optional: the controller has not written it).
+	o.MetricsCertDir = t.TempDir()
 	o.Registerer = prometheus.NewRegistry()
 	o.Announcer = ann
 	// The NLLB feed (nllb.upstreamsFrom speaker): the API servers' slice, written here (the test API server
@@ -367,14 +431,25 @@ func TestSpeakerRunsWithChartRBAC(t *testing.T) {
 	waitFor("192.0.2.65 of a Service created later handed to the announcer", func(context.Context) (bool, error) {
 		return ann.has(netip.MustParseAddr("192.0.2.65")), nil
 	})
-	checkMetricsAuth(t, ctx, admin, ns, spkMetrics)
+	// The controller writes the speakers' metrics certificate (here one pass of its keeper, with the chart's
+	// controller rights); the kubelet puts it in the volume; the running speaker serves it.
+	ctl, err := client.New(as(ns, ns+"-controller"), client.Options{})
+	must(err)
+	keeper := &webhook.Certs{Reader: ctl, Writer: ctl, Namespace: ns, SecretName: ns + "-speaker-metrics-cert", Component: "speaker-metrics",
+		Policy: webhook.DefaultPolicy([]string{metricsHost(ns, "speaker")}), Log: slog.New(slog.DiscardHandler)}
+	must(keeper.Sync(ctx))
+	var s corev1.Secret
+	must(admin.c.Get(ctx, clientKey(ns, ns+"-speaker-metrics-cert"), &s))
+	for _, k := range []string{webhook.SecretCertField, webhook.SecretKeyField} {
+		must(os.WriteFile(filepath.Join(o.MetricsCertDir, k), s.Data[k], 0o600))
+	}
+	checkMetricsAuth(t, ctx, admin, ns, spkMetrics, verifiedMetrics(t, ctx, admin, ns, "speaker", spkMetrics))
 }
 
-// checkMetricsAuth scrapes the metrics at addr (HTTPS, the component's self-signed certificate) the way Prometheus
-// would: without a token it is refused (401), with the token of a ServiceAccount bound to the chart's ClusterRole
+// checkMetricsAuth scrapes the metrics at addr (HTTPS, verified with tlsConf) the way Prometheus would: without a token it is refused (401), with the token of a ServiceAccount bound to the chart's ClusterRole
 // <ns>-metrics-reader it gets the metrics, with the token of one not bound it is refused (403). The component asks
 // the API server (TokenReview, SubjectAccessReview) with the chart's RBAC.
-func checkMetricsAuth(t *testing.T, ctx context.Context, admin clients, ns, addr string) {
+func checkMetricsAuth(t *testing.T, ctx context.Context, admin clients, ns, addr string, tlsConf *tls.Config) {
 	t.Helper()
 	token := func(sa string, bound bool) string {
 		t.Helper()
@@ -396,7 +471,7 @@ func checkMetricsAuth(t *testing.T, ctx context.Context, admin clients, ns, addr
 		}
 		return tr.Status.Token
 	}
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf}}
 	scrape := func(tok string) (int, string) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
 		if err != nil {

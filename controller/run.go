@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -69,6 +70,10 @@ type Options struct {
 	// MetricsSecure serves the metrics over HTTPS to authenticated,
 	// authorized scrapers only (internal/metricsserve); false: plain HTTP.
 	MetricsSecure bool
+	// MetricsCerts, when set (and MetricsSecure), keeps the metrics servers'
+	// certificates: the controller serves its own, the speakers mount
+	// theirs, and a scraper verifies each with its Secret's ca.crt.
+	MetricsCerts *MetricsCerts
 	// Workers is how many Services are synced in parallel: allocation is
 	// serialized, the API writes are not.
 	Workers int
@@ -162,7 +167,7 @@ func ManagerOptions(o Options) ctrl.Options {
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsserve.Options(o.MetricsAddr, o.MetricsSecure),
+		Metrics:                       metricsserve.Options(o.MetricsAddr, o.MetricsSecure, o.metricsCert()),
 		HealthProbeBindAddress:        o.ProbeAddr,
 		// No cached object keeps its managedFields; the kinds below keep
 		// only what the controller reads (internal/cachetrim). Services are
@@ -197,6 +202,15 @@ func ManagerOptions(o Options) ctrl.Options {
 		mo.Logger = logr.FromSlogHandler(o.Logger.Handler())
 	}
 	return mo
+}
+
+// metricsCert is what the metrics server serves: the kept certificate, or
+// (nil) the generated one.
+func (o Options) metricsCert() func() *tls.Certificate {
+	if o.MetricsCerts == nil || o.MetricsCerts.Secret == "" {
+		return nil
+	}
+	return o.MetricsCerts.Certificate
 }
 
 // svclbNamespace is the ServiceLB namespace (default: the install namespace).
@@ -329,6 +343,11 @@ func Setup(mgr manager.Manager, o Options) (*Reconciler, error) {
 	}
 	if o.Webhook.Addr != "" {
 		if err := setupWebhook(mgr, o, log); err != nil {
+			return nil, err
+		}
+	}
+	if o.MetricsCerts != nil && o.MetricsSecure {
+		if err := o.MetricsCerts.setup(mgr, o.Namespace, log); err != nil {
 			return nil, err
 		}
 	}

@@ -2,6 +2,7 @@ package speaker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -150,10 +151,14 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	if o.KubeAPIBurst != 0 {
 		cfg.Burst = o.KubeAPIBurst
 	}
+	var metricsCert func() *tls.Certificate
+	if o.MetricsCertDir != "" {
+		metricsCert = metricsserve.Files(o.MetricsCertDir, time.Second, log)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 configobjs.Scheme(),
 		Logger:                 logr.FromSlogHandler(log.Handler()),
-		Metrics:                metricsserve.Options(o.MetricsAddr, o.MetricsSecure),
+		Metrics:                metricsserve.Options(o.MetricsAddr, o.MetricsSecure, metricsCert),
 		HealthProbeBindAddress: o.ProbeAddr,
 		Cache:                  cacheOptions(o),
 	})

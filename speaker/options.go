@@ -92,9 +92,14 @@ type Options struct {
 	// MetricsSecure serves the metrics over HTTPS to authenticated,
 	// authorized scrapers only (internal/metricsserve); false: plain HTTP.
 	MetricsSecure bool
-	KubeAPIQPS    float32
-	KubeAPIBurst  int
-	Logger        *slog.Logger
+	// MetricsCertDir holds the metrics certificate (tls.crt, tls.key: the
+	// Secret the controller keeps for the speakers, mounted), served from
+	// when it appears and reloaded when it changes; until then, and when
+	// empty, a self-signed one is served.
+	MetricsCertDir string
+	KubeAPIQPS     float32
+	KubeAPIBurst   int
+	Logger         *slog.Logger
 	// Registerer takes the metrics (default: controller-runtime's
 	// registry, served on MetricsAddr).
 	Registerer prometheus.Registerer

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,6 +48,7 @@ func runCleanup(args []string, _, stderr io.Writer) int {
 	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", d.MemberlistSecret, "name of the speakers' gossip key Secret (\"\": none)")
 	fs.StringVar(&o.WebhookCertSecret, "webhook-cert-secret", "", "name of the webhook certificate Secret, deleted when present (\"\": none)")
 	fs.StringVar(&o.BGPPasswordsSecret, "bgp-passwords-secret", "", "name of the controller's copy of the BGP passwords, deleted when present (\"\": none)")
+	metricsCerts := fs.String("metrics-cert-secrets", "", "names of the metrics certificates' Secrets, comma-separated, deleted when present")
 	fs.StringVar(&o.LeaseName, "leader-election-id", d.LeaderElectionID, "name of the controller's leader Lease (\"\": none)")
 	fs.DurationVar(&o.WaitTimeout, "wait-timeout", 2*time.Minute, "how long to wait for the release's controller and speaker pods to stop")
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +56,11 @@ func runCleanup(args []string, _, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	for _, name := range strings.Split(*metricsCerts, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			o.MetricsCertSecrets = append(o.MetricsCertSecrets, name)
+		}
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "herald cleanup: unexpected arguments: %q\n", fs.Args())

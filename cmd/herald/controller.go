@@ -45,12 +45,16 @@ func runController(args []string, _, stderr io.Writer) int {
 	fs.DurationVar(&o.PoolStatusInterval, "pool-status-interval", o.PoolStatusInterval, "how often pool status counters may be written")
 	pprofAddr := fs.String("pprof-bind-address", "", pprofFlagHelp)
 	completeWebhook := o.Webhook.AddFlags(fs, "", &o.Namespace)
+	o.MetricsCerts = &controller.MetricsCerts{}
+	completeMetricsCerts := o.MetricsCerts.AddFlags(fs, "", &o.Namespace)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := completeWebhook(); err != nil {
-		fmt.Fprintln(stderr, "herald controller:", err)
-		return 2
+	for _, complete := range []func() error{completeWebhook, completeMetricsCerts} {
+		if err := complete(); err != nil {
+			fmt.Fprintln(stderr, "herald controller:", err)
+			return 2
+		}
 	}
 	log, err := newLogger(stderr, *logLevel)
 	if err != nil {

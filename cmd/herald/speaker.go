@@ -57,6 +57,7 @@ func parseSpeakerFlags(args []string, getenv func(string) string, stderr io.Writ
 	exclude := fs.String("l2-exclude-interfaces", "", "comma-separated interface name patterns (path.Match) never answered on by default")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Prometheus metrics listen address (0 disables; the speaker uses the host network)")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve the metrics over HTTPS to scrapers whose token may get /metrics (TokenReview, SubjectAccessReview); false: plain HTTP")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory of the metrics certificate (tls.crt, tls.key: the Secret the controller keeps for the speakers, mounted), served once it appears and reloaded when it changes (empty: a self-signed certificate)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "/healthz and /readyz listen address (0 disables)")
 	fs.StringVar(&o.NLLBStateFile, "nllb-state-file", "", "write the API servers of the default/kubernetes EndpointSlices into this node's NLLB upstream file (herald nllb --state-file, which follows it); empty: off")
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "", pprofFlagHelp)

@@ -76,6 +76,8 @@ func NewCommand(stop <-chan struct{}) (*cobra.Command, error) {
 	// balancing is on (herald controller's flags, prefixed herald-).
 	webhookFlags := flag.NewFlagSet("herald webhook", flag.ContinueOnError)
 	completeWebhook := c.Webhook.AddFlags(webhookFlags, "herald-", &c.Namespace)
+	c.MetricsCerts = &heraldcontroller.MetricsCerts{}
+	completeMetricsCerts := c.MetricsCerts.AddFlags(webhookFlags, "herald-", &c.Namespace)
 	fs.AddGoFlagSet(webhookFlags)
 
 	var mgr ctrl.Manager
@@ -145,6 +147,9 @@ func NewCommand(stop <-chan struct{}) (*cobra.Command, error) {
 			return fmt.Errorf("--svclb-image-pull-policy=%q: not Always, IfNotPresent or Never", pp)
 		}
 		if err := completeWebhook(); err != nil {
+			return err
+		}
+		if err := completeMetricsCerts(); err != nil {
 			return err
 		}
 		if o.Controller.Webhook.Addr != "" && !o.Switches.LoadBalancer {

@@ -64,6 +64,9 @@ type Options struct {
 	WebhookCertSecret  string
 	BGPPasswordsSecret string
 	LeaseName          string
+	// MetricsCertSecrets name the metrics certificates' Secrets the
+	// controller keeps (the controller's and the speakers').
+	MetricsCertSecrets []string
 	// WaitTimeout bounds the wait for the release's pods to stop.
 	WaitTimeout time.Duration
 	// PollInterval is how often the pods are listed (default 1s).
@@ -333,12 +336,11 @@ func (r *runner) statusObjects(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// secretsAndLease deletes the memberlist, webhook certificate and BGP
-// password copy Secrets and
-// the leader Lease, when present.
+// secretsAndLease deletes the memberlist, webhook certificate, BGP password
+// copy and metrics certificate Secrets and the leader Lease, when present.
 func (r *runner) secretsAndLease(ctx context.Context) error {
 	var errs []error
-	for _, name := range []string{r.o.MemberlistSecret, r.o.WebhookCertSecret, r.o.BGPPasswordsSecret} {
+	for _, name := range append([]string{r.o.MemberlistSecret, r.o.WebhookCertSecret, r.o.BGPPasswordsSecret}, r.o.MetricsCertSecrets...) {
 		if name == "" {
 			continue
 		}

@@ -49,8 +49,12 @@ type Certs struct {
 	// ConfigName is the ValidatingWebhookConfiguration whose webhooks get the
 	// CA bundle ("": none is patched).
 	ConfigName string
-	Policy     Policy
-	Log        *slog.Logger
+	// Component is whose certificate this is, for the Secret's
+	// app.kubernetes.io/component label and the logs (default "webhook";
+	// the same keeper makes the metrics servers' certificates).
+	Component string
+	Policy    Policy
+	Log       *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 
@@ -66,7 +70,7 @@ func (c *Certs) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cert == nil {
-		return nil, errors.New("no webhook certificate loaded yet")
+		return nil, fmt.Errorf("no %s certificate loaded yet", c.component())
 	}
 	return c.cert, nil
 }
@@ -84,6 +88,21 @@ func (c *Certs) NotAfter() (time.Time, bool) {
 func (c *Certs) Ready(*http.Request) error {
 	_, err := c.GetCertificate(nil)
 	return err
+}
+
+func (c *Certs) component() string {
+	if c.Component != "" {
+		return c.Component
+	}
+	return "webhook"
+}
+
+// Certificate returns the certificate served, nil while none is loaded
+// (metricsserve.Options' cert).
+func (c *Certs) Certificate() *tls.Certificate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cert
 }
 
 func (c *Certs) now() time.Time {
@@ -126,7 +145,7 @@ func (c *Certs) sync(ctx context.Context) error {
 		case !exists:
 			s = corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.SecretName,
-					Labels: map[string]string{"app.kubernetes.io/name": "herald", "app.kubernetes.io/component": "webhook"}},
+					Labels: map[string]string{"app.kubernetes.io/name": "herald", "app.kubernetes.io/component": c.component()}},
 				Type: corev1.SecretTypeTLS,
 				Data: next,
 			}
@@ -140,7 +159,7 @@ func (c *Certs) sync(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("secret %s: writing %s: %w", key, what, err)
 		}
-		c.Log.Info("webhook certificates written", "secret", key.String(), "change", what)
+		c.Log.Info(c.component()+" certificates written", "secret", key.String(), "change", what)
 	}
 	// Trust first, then serve: a replica never moves to a certificate the
 	// configuration trusts less than the one it serves. The CA is staged in
@@ -237,12 +256,12 @@ func (c *Certs) load(certPEM, keyPEM []byte) error {
 	}
 	kp, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return fmt.Errorf("loading the webhook certificate: %w", err)
+		return fmt.Errorf("loading the %s certificate: %w", c.component(), err)
 	}
 	c.cert, c.certPEM, c.notAfter = &kp, certPEM, time.Time{}
 	if leaf := parseCerts(certPEM); len(leaf) > 0 {
 		c.notAfter = leaf[0].NotAfter
-		c.Log.Info("webhook serving certificate loaded", "serial", leaf[0].SerialNumber.Text(16), "notAfter", leaf[0].NotAfter.UTC())
+		c.Log.Info(c.component()+" serving certificate loaded", "serial", leaf[0].SerialNumber.Text(16), "notAfter", leaf[0].NotAfter.UTC())
 	}
 	return nil
 }
@@ -346,7 +365,7 @@ func (c *Certs) pass(ctx context.Context) error {
 	case err == nil:
 		c.lastWarn = ""
 	case ctx.Err() == nil:
-		c.warnOnce("webhook certificates", err)
+		c.warnOnce(c.component()+" certificates", err)
 	}
 	return err
 }

@@ -47,6 +47,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "herald.speakerSA" -}}{{ include "herald.fullname" . }}-speaker{{- end -}}
 {{- define "herald.webhookService" -}}{{ include "herald.fullname" . }}-webhook{{- end -}}
 {{- define "herald.webhookConfiguration" -}}{{ include "herald.fullname" . }}-webhook{{- end -}}
+
+{{/* The metrics Services and the Secrets of their certificates (metrics.certificates: the controller keeps them). */}}
+{{- define "herald.metricsService" -}}{{ include "herald.fullname" .ctx }}-{{ .component }}-metrics{{- end -}}
+{{- define "herald.metricsSecret" -}}{{ include "herald.fullname" .ctx }}-{{ .component }}-metrics-cert{{- end -}}
+{{- define "herald.metricsCertificates" -}}{{ if and .Values.metrics.secure .Values.metrics.certificates }}true{{ end }}{{- end -}}
 {{- define "herald.webhookSecret" -}}{{ default (printf "%s-webhook-cert" (include "herald.fullname" .)) .Values.webhook.secretName }}{{- end -}}
 
 {{- define "herald.ccmSA" -}}{{ include "herald.fullname" . }}-ccm{{- end -}}
