@@ -212,7 +212,14 @@ func TestKeyRotationWithStrangers(t *testing.T) {
 	intruder.NodeName = "intruder"
 	impostor := testOptions(3, ProfileFast) // node-3 is a Node, at another address
 	strangers := startGroup(t, []Options{intruder, impostor})
-	known := append(peersOf(ms), Peer{Name: "node-3", Addr: netip.MustParseAddrPort("127.0.0.1:1")})
+	rotateWithStrangers(t, ms, strangers, append(peersOf(ms), Peer{Name: "node-3", Addr: netip.MustParseAddrPort("127.0.0.1:1")}))
+}
+
+// rotateWithStrangers: the speakers ms know the peers known (themselves and the Node node-3, which is not at the
+// impostor's address), the strangers "intruder" and "node-3" join them with the old key and never take the new
+// one; the rotation completes and cuts the strangers off.
+func rotateWithStrangers(t *testing.T, ms, strangers []*Members, known []Peer) {
+	t.Helper()
 	for _, m := range ms {
 		m.SetPeers(known)
 	}
