@@ -101,6 +101,10 @@ func newMetrics(reg prometheus.Registerer, ann Announcer, ml *members.Members, s
 			Name: "herald_memberlist_rejoins_total",
 			Help: "Joins of known speakers missing from this speaker's view (the periodic re-join that heals partitions).",
 		}, func() float64 { return float64(ml.Stats().Rejoins) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "herald_memberlist_key_syncs_total",
+			Help: "State syncs with speakers that held a gossip key rotation for a while (their metadata update lost, or the key not yet given to them). Growth after a rotation that completed is harmless; growth that does not stop names a speaker that cannot follow (see the log: gossip key rotation held).",
+		}, func() float64 { return float64(ml.Stats().KeySyncs) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "herald_memberlist_strangers",
 			Help: "Members alive in this speaker's memberlist view that no Node is (a name no Node has, or a Node's name from another address): they hold the gossip key without being a speaker Kubernetes knows. Key rotation does not wait for them; anything above 0 for longer than a node's join takes means a leaked key: rotate it.",

@@ -87,6 +87,10 @@ type Stats struct {
 	// Rejoins counts join attempts made by the rejoin loop (a subset of
 	// Joins + JoinFailures).
 	Rejoins uint64
+	// KeySyncs counts state syncs with members that held a gossip key
+	// rotation (a subset of Joins + JoinFailures): above 0 after a
+	// rotation, an update was lost or a member took long to get the key.
+	KeySyncs uint64
 	// Arrivals counts members seen joining (or alive again after being
 	// declared dead); Departures counts members seen leaving or declared
 	// dead: in a steady group both stay still, and Departures rising with
@@ -119,6 +123,7 @@ type Members struct {
 	kick     chan struct{}
 	stop     chan struct{}
 	loopDone chan struct{}
+	rotDone  chan struct{} // closed when the rotator has returned
 
 	// addrs are the alive members' addresses by name, kept by the event
 	// delegate: memberlist updates the Nodes that Members() returns in
@@ -162,6 +167,7 @@ type Members struct {
 	advDone chan struct{}
 
 	joins, joinFailures, rejoins  atomic.Uint64
+	keySyncs                      atomic.Uint64
 	arrivals, departures, updates atomic.Uint64
 }
 
@@ -226,6 +232,7 @@ func Start(o Options) (*Members, error) {
 		advDone:  make(chan struct{}),
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
+		rotDone:  make(chan struct{}),
 	}
 	if m.rejoin == 0 {
 		m.rejoin = DefaultRejoinInterval
@@ -281,6 +288,7 @@ func Start(o Options) (*Members, error) {
 		"encrypted", len(o.Key) > 0, "probeInterval", tun.ProbeInterval, "probeTimeout", tun.ProbeTimeout,
 		"suspicionMult", tun.SuspicionMult, "rejoinInterval", m.rejoin)
 	go m.loop()
+	go m.rotator()
 	go m.advertiser()
 	return m, nil
 }
@@ -430,15 +438,41 @@ func (m *Members) loop() {
 			}
 			m.pending = nil
 			m.mu.Unlock()
-			m.join(m.notAlive(todo), false)
+			m.join(m.notAlive(todo), joinFirst)
 		case <-tick:
 			m.mu.Lock()
 			todo := slices.Clone(m.peers)
 			m.mu.Unlock()
-			m.join(m.notAlive(todo), true)
-			m.rotate() // a metadata update may have been missed
+			m.join(m.notAlive(todo), joinAgain)
+		}
+	}
+}
+
+// rotator takes the key rotation's steps as members' keys change, apart
+// from the join loop: a join to a peer that does not answer holds that loop
+// for up to TCPTimeout (10 s by default), and a rotation step must not wait
+// for it. Every RejoinInterval (DefaultRejoinInterval without rejoins) it
+// looks again, in case a metadata update was missed, and syncs with the
+// members that have held the rotation for a while (syncBackoff).
+func (m *Members) rotator() {
+	defer close(m.rotDone)
+	every := m.rejoin
+	if every <= 0 {
+		every = DefaultRejoinInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	syncs := syncBackoff{first: every, max: m.tun.PushPullInterval}
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
 		case <-m.rot:
-			m.rotate()
+		}
+		if due := syncs.due(m.rotate(), time.Now()); len(due) > 0 {
+			m.log.Info("gossip key rotation held: syncing state with the members that hold it", "peers", due)
+			m.join(due, joinKeySync)
 		}
 	}
 }
@@ -465,7 +499,18 @@ func (m *Members) notAlive(addrs []netip.AddrPort) []netip.AddrPort {
 
 // join contacts each address (a push/pull state exchange over TCP), a few
 // at a time so that peers that are gone do not hold up the others.
-func (m *Members) join(addrs []netip.AddrPort, rejoin bool) {
+// joinWhy says why a join is made: the first join of a new peer, a rejoin
+// of a known one not alive, or a state sync with one that holds a key
+// rotation.
+type joinWhy string
+
+const (
+	joinFirst   joinWhy = "join"
+	joinAgain   joinWhy = "rejoin"
+	joinKeySync joinWhy = "key sync"
+)
+
+func (m *Members) join(addrs []netip.AddrPort, why joinWhy) {
 	if len(addrs) == 0 {
 		return
 	}
@@ -479,22 +524,25 @@ func (m *Members) join(addrs []netip.AddrPort, rejoin bool) {
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if rejoin {
+			switch why {
+			case joinAgain:
 				m.rejoins.Add(1)
+			case joinKeySync:
+				m.keySyncs.Add(1)
 			}
 			if _, err := m.ml.Join([]string{a.String()}); err != nil {
 				m.joinFailures.Add(1)
 				// A peer that is down fails every rejoin round: only
 				// the first attempt is worth a warning.
 				level := slog.LevelWarn
-				if rejoin {
+				if why == joinAgain {
 					level = slog.LevelDebug
 				}
-				m.log.Log(context.Background(), level, "join failed", "peer", a, "rejoin", rejoin, "error", err)
+				m.log.Log(context.Background(), level, "join failed", "peer", a, "why", string(why), "error", err)
 				return
 			}
 			m.joins.Add(1)
-			m.log.Debug("joined", "peer", a, "rejoin", rejoin)
+			m.log.Debug("joined", "peer", a, "why", string(why))
 		})
 	}
 	// Shutdown must not wait for joins to peers that do not answer
@@ -597,6 +645,7 @@ func (m *Members) Shutdown() error {
 	<-m.advDone
 	err := m.ml.Shutdown()
 	<-m.loopDone
+	<-m.rotDone
 	return err
 }
 
@@ -624,6 +673,7 @@ func (m *Members) Stats() Stats {
 		Joins:        m.joins.Load(),
 		JoinFailures: m.joinFailures.Load(),
 		Rejoins:      m.rejoins.Load(),
+		KeySyncs:     m.keySyncs.Load(),
 		Arrivals:     m.arrivals.Load(),
 		Departures:   m.departures.Load(),
 		Updates:      m.updates.Load(),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -62,6 +63,9 @@ type keyView struct {
 type step struct {
 	use    []byte   // make this key primary
 	remove [][]byte // drop these keys
+	// heldBy, when neither is to be done in a rotation not yet complete,
+	// are the indices (in others) of the members it waits for.
+	heldBy []int
 }
 
 // nextStep decides the member's next rotation step, pure: its keyring
@@ -72,19 +76,20 @@ func nextStep(primary []byte, keys [][]byte, want []byte, others []keyView) step
 		return step{}
 	}
 	fw := fingerprintOf(want)
-	all := func(ok func(keyView) bool) bool {
-		for _, o := range others {
+	holding := func(ok func(keyView) bool) []int {
+		var held []int
+		for i, o := range others {
 			if !o.known || !ok(o) {
-				return false
+				held = append(held, i)
 			}
 		}
-		return true
+		return held
 	}
 	if !bytes.Equal(primary, want) {
-		if all(func(o keyView) bool { return o.latest == fw }) {
-			return step{use: want}
+		if held := holding(func(o keyView) bool { return o.latest == fw }); len(held) > 0 {
+			return step{heldBy: held}
 		}
-		return step{}
+		return step{use: want}
 	}
 	var old [][]byte
 	for _, k := range keys {
@@ -92,10 +97,13 @@ func nextStep(primary []byte, keys [][]byte, want []byte, others []keyView) step
 			old = append(old, k)
 		}
 	}
-	if len(old) > 0 && all(func(o keyView) bool { return o.primary == fw }) {
-		return step{remove: old}
+	if len(old) == 0 {
+		return step{} // complete
 	}
-	return step{}
+	if held := holding(func(o keyView) bool { return o.primary == fw }); len(held) > 0 {
+		return step{heldBy: held}
+	}
+	return step{remove: old}
 }
 
 // SetKey gives the member the gossip key it should end up with (the
@@ -134,11 +142,12 @@ func (m *Members) kickRotation() {
 	}
 }
 
-// rotate takes the next rotation step when the group allows it.
-func (m *Members) rotate() {
+// rotate takes the next rotation step when the group allows it, or returns
+// the addresses of the known members alive that hold it.
+func (m *Members) rotate() (heldBy []netip.AddrPort) {
 	ring := m.ring
 	if ring == nil {
-		return
+		return nil
 	}
 	// The step is decided and taken under keyMu, as SetKey changes the
 	// keyring and the key wanted: with a key added but not yet wanted, it
@@ -149,21 +158,26 @@ func (m *Members) rotate() {
 	if m.known == nil {
 		m.addrMu.Unlock()
 		m.keyMu.Unlock()
-		return // no peers yet: who must follow is not known
+		return nil // no peers yet: who must follow is not known
 	}
 	others := make([]keyView, 0, len(m.keys))
+	var addrs []netip.AddrPort // of others
 	var strangers []string
 	for name, v := range m.keys {
 		switch {
 		case name == m.name:
 		case m.isKnown(name):
 			others = append(others, v)
+			addrs = append(addrs, m.addrs[name])
 		default:
 			strangers = append(strangers, name)
 		}
 	}
 	m.addrMu.Unlock()
 	s := nextStep(ring.GetPrimaryKey(), ring.GetKeys(), want, others)
+	for _, i := range s.heldBy {
+		heldBy = append(heldBy, addrs[i])
+	}
 	var err error
 	switch {
 	case s.use != nil:
@@ -180,18 +194,68 @@ func (m *Members) rotate() {
 	case s.use != nil:
 		if err != nil {
 			m.log.Warn("using the new gossip key", "error", err)
-			return
+			return nil
 		}
 		m.log.Info("gossip key in use: every member has it", "key", fmt.Sprintf("%x", fingerprintOf(s.use)), strangersAttr(strangers))
 		m.advertise("key in use")
 	case s.remove != nil:
 		if err != nil {
 			m.log.Warn("removing an old gossip key", "error", err)
-			return
+			return nil
 		}
 		m.log.Info("old gossip keys removed: every member uses the new one", "removed", len(s.remove), strangersAttr(strangers))
 		m.notify(&m.updates)
 	}
+	return heldBy
+}
+
+// syncBackoff says when a member whose rotation is held syncs its state
+// with each member that holds it (a push-pull, as a join does). Each step
+// waits for the others' metadata, which reaches it by gossip: a broadcast
+// goes out a few times only (RetransmitMult × log N), some of them to
+// members that cannot read it (strangers, after the step), and a lost
+// one would hold the rotation until memberlist's own periodic sync, with
+// a random member, happens to carry it (30 s by default, more in a large
+// group). A peer that holds the rotation is synced with once it has held
+// it for first, then at doubling intervals up to max: a few syncs when an
+// update was lost, few more when the peer simply has not been given the
+// key yet, and none once it no longer holds it.
+type syncBackoff struct {
+	first, max time.Duration
+	peers      map[netip.AddrPort]syncWait
+}
+
+type syncWait struct {
+	next time.Time
+	wait time.Duration
+}
+
+// due returns the peers of held to sync with at now, sorted, and forgets
+// the peers that no longer hold the rotation.
+func (b *syncBackoff) due(held []netip.AddrPort, now time.Time) []netip.AddrPort {
+	if b.peers == nil {
+		b.peers = map[netip.AddrPort]syncWait{}
+	}
+	for a := range b.peers {
+		if !slices.Contains(held, a) {
+			delete(b.peers, a)
+		}
+	}
+	var out []netip.AddrPort
+	for _, a := range held {
+		w, seen := b.peers[a]
+		switch {
+		case !seen:
+			b.peers[a] = syncWait{next: now.Add(b.first), wait: b.first}
+		case !now.Before(w.next):
+			out = append(out, a)
+			w.wait = min(2*w.wait, max(b.max, b.first))
+			w.next = now.Add(w.wait)
+			b.peers[a] = w
+		}
+	}
+	slices.SortFunc(out, netip.AddrPort.Compare)
+	return out
 }
 
 // strangersAttr names the strangers a rotation step did not wait for.

@@ -3,12 +3,16 @@ package members
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/netip"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 func TestNextStep(t *testing.T) {
@@ -25,13 +29,15 @@ func TestNextStep(t *testing.T) {
 		others  []keyView
 		use     []byte
 		remove  [][]byte
+		heldBy  []int
 	}{
 		{name: "steady", primary: k1, keys: [][]byte{k1}, want: k1, others: []keyView{v(f1, f1), v(f1, f1)}},
-		{name: "installed here only: wait", primary: k1, keys: [][]byte{k1, k2}, want: k2, others: []keyView{v(f1, f2), v(f1, f1)}},
-		{name: "a member that cannot say holds it", primary: k1, keys: [][]byte{k1, k2}, want: k2, others: []keyView{v(f1, f2), {}}},
+		{name: "installed here only: wait", primary: k1, keys: [][]byte{k1, k2}, want: k2, others: []keyView{v(f1, f2), v(f1, f1)}, heldBy: []int{1}},
+		{name: "a member that cannot say holds it", primary: k1, keys: [][]byte{k1, k2}, want: k2, others: []keyView{v(f1, f2), {}}, heldBy: []int{1}},
 		{name: "every member has it: use it", primary: k1, keys: [][]byte{k1, k2}, want: k2, others: []keyView{v(f1, f2), v(f2, f2)}, use: k2},
 		{name: "alone: use at once", primary: k1, keys: [][]byte{k1, k2}, want: k2, use: k2},
-		{name: "in use here, not everywhere: keep the old", primary: k2, keys: [][]byte{k2, k1}, want: k2, others: []keyView{v(f1, f2), v(f2, f2)}},
+		{name: "in use here, not everywhere: keep the old", primary: k2, keys: [][]byte{k2, k1}, want: k2, others: []keyView{v(f1, f2), v(f2, f2)}, heldBy: []int{0}},
+		{name: "complete: nobody holds it", primary: k2, keys: [][]byte{k2}, want: k2, others: []keyView{v(f1, f2), {}}},
 		{name: "in use everywhere: remove the old", primary: k2, keys: [][]byte{k2, k1}, want: k2, others: []keyView{v(f2, f2), v(f2, f2)}, remove: [][]byte{k1}},
 		{name: "rotated again midway: every older key goes", primary: k3, keys: [][]byte{k3, k1, k2}, want: k3,
 			others: []keyView{v(fingerprintOf(k3), fingerprintOf(k3))}, remove: [][]byte{k1, k2}},
@@ -39,10 +45,41 @@ func TestNextStep(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := nextStep(tc.primary, tc.keys, tc.want, tc.others)
-			if !bytes.Equal(s.use, tc.use) || !slices.EqualFunc(s.remove, tc.remove, bytes.Equal) {
-				t.Errorf("step use %q remove %q, want use %q remove %q", s.use, s.remove, tc.use, tc.remove)
+			if !bytes.Equal(s.use, tc.use) || !slices.EqualFunc(s.remove, tc.remove, bytes.Equal) || !slices.Equal(s.heldBy, tc.heldBy) {
+				t.Errorf("step use %q remove %q held by %v, want use %q remove %q held by %v", s.use, s.remove, s.heldBy, tc.use, tc.remove, tc.heldBy)
 			}
 		})
+	}
+}
+
+// TestSyncBackoff: a peer that holds the rotation is synced with once it has held it for first, then at doubling
+// intervals up to max; one that no longer holds it is forgotten (and waits first again if it holds it later).
+func TestSyncBackoff(t *testing.T) {
+	a, b := netip.MustParseAddrPort("192.0.2.1:7946"), netip.MustParseAddrPort("192.0.2.2:7946")
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	bo := syncBackoff{first: 3 * time.Second, max: 10 * time.Second}
+	for _, c := range []struct {
+		at   int
+		held []netip.AddrPort
+		want []netip.AddrPort
+	}{
+		{0, []netip.AddrPort{b, a}, nil}, // held from now: first wait
+		{2, []netip.AddrPort{b, a}, nil},
+		{3, []netip.AddrPort{b, a}, []netip.AddrPort{a, b}}, // held for first: sync, sorted
+		{6, []netip.AddrPort{a, b}, nil},                    // next after 6 s
+		{9, []netip.AddrPort{a}, []netip.AddrPort{a}},       // b forgotten
+		{10, []netip.AddrPort{a, b}, nil},                   // b held again: first wait again
+		{13, []netip.AddrPort{a, b}, []netip.AddrPort{b}},
+		{18, []netip.AddrPort{a, b}, nil},
+		{19, []netip.AddrPort{a, b}, []netip.AddrPort{a, b}}, // a: 9+10 (capped at max), b: 13+6
+		{29, []netip.AddrPort{a, b}, []netip.AddrPort{a, b}}, // both at max now
+		{30, nil, nil},
+		{31, []netip.AddrPort{a}, nil},
+	} {
+		if got := bo.due(c.held, at(c.at)); !slices.Equal(got, c.want) {
+			t.Errorf("at %ds, held by %v: due %v, want %v", c.at, c.held, got, c.want)
+		}
 	}
 }
 
@@ -117,6 +154,90 @@ func TestKeyRotation(t *testing.T) {
 	if got := more[4].Alive(); !slices.Equal(got, []string{"node-4"}) {
 		t.Errorf("the member with the old key sees %v: the old key still works", got)
 	}
+}
+
+// TestKeyRotationSurvivesLostUpdates: the gossip that carries node-0's key updates never reaches node-1 (every
+// packet from node-0 to node-1 is lost; probes still succeed over TCP, so neither suspects the other) and
+// memberlist's periodic sync is an hour away: the member held by the other's step syncs with it, and the rotation
+// completes. Without those syncs it waits for the hour.
+func TestKeyRotationSurvivesLostUpdates(t *testing.T) {
+	var lossy udpLoss
+	opts := []Options{testOptions(0, ProfileFast), testOptions(1, ProfileFast)}
+	for i := range opts {
+		opts[i].Overrides.PushPullInterval = time.Hour
+		opts[i].RejoinInterval = 300 * time.Millisecond // the rotator's look again (syncs after 300 ms held)
+	}
+	opts[0].wrapTransport = func(tr memberlist.Transport, _ netip.AddrPort) memberlist.Transport {
+		return &udpLossTransport{Transport: tr, loss: &lossy}
+	}
+	// node-1 joins node-0 and only then does node-0 learn its peers, seeing node-1 alive: no join is in flight
+	// when the loss starts (one would sync them by itself).
+	var ms []*Members
+	for _, o := range opts {
+		m, err := Start(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Shutdown() })
+		ms = append(ms, m)
+	}
+	ms[1].SetPeers(peersOf(ms))
+	waitFor(t, ms, 10*time.Second, "both see both", allSee(ms, namesOf(ms)))
+	ms[0].SetPeers(peersOf(ms))
+	lossy.set(ms[1].Addr().String())
+
+	newKey := []byte("the rotated key, 32 bytes long..")
+	for _, m := range ms {
+		if err := m.SetKey(newKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	only := fmt.Sprintf("%x", fingerprintOf(newKey))
+	if _, ok := waitUntil(ms, 20*time.Second, func() bool {
+		for _, m := range ms {
+			if k := m.Keys(); len(k) != 1 || k[0] != only {
+				return false
+			}
+		}
+		return true
+	}); !ok {
+		t.Fatalf("the rotation did not complete within 20s with node-0's updates lost on the way to node-1:\n%s", keyViews(ms))
+	}
+	// Whichever syncs first repairs the other's view too (a sync goes both ways).
+	if n := ms[0].Stats().KeySyncs + ms[1].Stats().KeySyncs; n == 0 {
+		t.Error("no key syncs counted")
+	}
+}
+
+// udpLoss loses the packets sent to one address once set.
+type udpLoss struct {
+	mu sync.Mutex
+	to string
+}
+
+func (l *udpLoss) set(addr string) {
+	l.mu.Lock()
+	l.to = addr
+	l.mu.Unlock()
+}
+
+func (l *udpLoss) lost(addr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.to != "" && l.to == addr
+}
+
+// udpLossTransport is a memberlist Transport whose packets (not streams) to udpLoss's address are lost.
+type udpLossTransport struct {
+	memberlist.Transport
+	loss *udpLoss
+}
+
+func (u *udpLossTransport) WriteTo(b []byte, addr string) (time.Time, error) {
+	if u.loss.lost(addr) {
+		return time.Now(), nil
+	}
+	return u.Transport.WriteTo(b, addr)
 }
 
 // TestConcurrentAdvertisesDoNotRace: metadata changes that follow each other
@@ -241,18 +362,38 @@ func rotateWithStrangers(t *testing.T, ms, strangers []*Members, known []Peer) {
 		}
 	}
 	only := fmt.Sprintf("%x", fingerprintOf(newKey))
-	waitFor(t, ms, 15*time.Second, "every known keyring holds the new key alone", func() bool {
+	if _, ok := waitUntil(ms, 15*time.Second, func() bool {
 		for _, m := range ms {
 			if k := m.Keys(); len(k) != 1 || k[0] != only {
 				return false
 			}
 		}
 		return true
-	})
+	}); !ok {
+		t.Fatalf("every known keyring holds the new key alone: not within 15s; keyrings and what each member sees of the others:\n%s", keyViews(ms))
+	}
 	waitFor(t, ms, 15*time.Second, "the strangers, on the old key, declared dead", allSee(ms, namesOf(ms)))
 	for _, m := range ms {
 		if got := m.Strangers(); len(got) != 0 {
 			t.Errorf("%s: strangers %v after the rotation", m.name, got)
 		}
 	}
+}
+
+// keyViews says, for a failure message, what each member's keyring holds and
+// which keys it sees the others advertise (primary/latest fingerprints).
+func keyViews(ms []*Members) string {
+	var b strings.Builder
+	for _, m := range ms {
+		fmt.Fprintf(&b, "  %s: keyring %v;", m.name, m.Keys())
+		m.addrMu.Lock()
+		names := slices.Sorted(maps.Keys(m.keys))
+		for _, n := range names {
+			v := m.keys[n]
+			fmt.Fprintf(&b, " %s %x/%x", n, v.primary, v.latest)
+		}
+		m.addrMu.Unlock()
+		b.WriteString("\n")
+	}
+	return b.String()
 }
