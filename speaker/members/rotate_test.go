@@ -186,23 +186,7 @@ func TestKeyRotationSurvivesLostUpdates(t *testing.T) {
 	ms[0].SetPeers(peersOf(ms))
 	lossy.set(ms[1].Addr().String())
 
-	newKey := []byte("the rotated key, 32 bytes long..")
-	for _, m := range ms {
-		if err := m.SetKey(newKey); err != nil {
-			t.Fatal(err)
-		}
-	}
-	only := fmt.Sprintf("%x", fingerprintOf(newKey))
-	if _, ok := waitUntil(ms, 20*time.Second, func() bool {
-		for _, m := range ms {
-			if k := m.Keys(); len(k) != 1 || k[0] != only {
-				return false
-			}
-		}
-		return true
-	}); !ok {
-		t.Fatalf("the rotation did not complete within 20s with node-0's updates lost on the way to node-1:\n%s", keyViews(ms))
-	}
+	rotateAll(t, ms, 20*time.Second, "with node-0's updates lost on the way to node-1")
 	// Whichever syncs first repairs the other's view too (a sync goes both ways).
 	if n := ms[0].Stats().KeySyncs + ms[1].Stats().KeySyncs; n == 0 {
 		t.Error("no key syncs counted")
@@ -355,6 +339,18 @@ func rotateWithStrangers(t *testing.T, ms, strangers []*Members, known []Peer) {
 		}
 	}
 
+	rotateAll(t, ms, 15*time.Second, "with strangers on the old key")
+	waitFor(t, ms, 15*time.Second, "the strangers, on the old key, declared dead", allSee(ms, namesOf(ms)))
+	for _, m := range ms {
+		if got := m.Strangers(); len(got) != 0 {
+			t.Errorf("%s: strangers %v after the rotation", m.name, got)
+		}
+	}
+}
+
+// rotateAll gives every member of ms a new key and waits until every keyring holds it alone.
+func rotateAll(t *testing.T, ms []*Members, timeout time.Duration, what string) {
+	t.Helper()
 	newKey := []byte("the rotated key, 32 bytes long..")
 	for _, m := range ms {
 		if err := m.SetKey(newKey); err != nil {
@@ -362,7 +358,7 @@ func rotateWithStrangers(t *testing.T, ms, strangers []*Members, known []Peer) {
 		}
 	}
 	only := fmt.Sprintf("%x", fingerprintOf(newKey))
-	if _, ok := waitUntil(ms, 15*time.Second, func() bool {
+	if _, ok := waitUntil(ms, timeout, func() bool {
 		for _, m := range ms {
 			if k := m.Keys(); len(k) != 1 || k[0] != only {
 				return false
@@ -370,13 +366,7 @@ func rotateWithStrangers(t *testing.T, ms, strangers []*Members, known []Peer) {
 		}
 		return true
 	}); !ok {
-		t.Fatalf("every known keyring holds the new key alone: not within 15s; keyrings and what each member sees of the others:\n%s", keyViews(ms))
-	}
-	waitFor(t, ms, 15*time.Second, "the strangers, on the old key, declared dead", allSee(ms, namesOf(ms)))
-	for _, m := range ms {
-		if got := m.Strangers(); len(got) != 0 {
-			t.Errorf("%s: strangers %v after the rotation", m.name, got)
-		}
+		t.Fatalf("the rotation %s: not every keyring holds the new key alone within %v; keyrings and what each member sees of the others:\n%s", what, timeout, keyViews(ms))
 	}
 }
 
