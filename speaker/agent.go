@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/go-logr/logr"
@@ -284,16 +285,19 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	return a, nil
 }
 
-// cacheOptions are what the speaker caches: the status objects, the BGP
-// password copy and the configuration in the install namespace; every
-// Service, EndpointSlice and Node of the cluster, trimmed to what the speaker
-// reads (internal/cachetrim: it never writes them back); and nothing's
-// managedFields.
+// cacheOptions are what the speaker caches: the status objects (of
+// ServiceBGPStatus, its own node's only), the BGP password copy and the
+// configuration in the install namespace; every Service, EndpointSlice and
+// Node of the cluster, trimmed to what the speaker reads (internal/cachetrim:
+// it never writes them back); and nothing's managedFields.
 func cacheOptions(o Options) cache.Options {
 	inNS := map[string]cache.Config{o.Namespace: {}}
 	byObject := map[client.Object]cache.ByObject{
-		&v1beta1.ServiceL2Status{}:  {Namespaces: inNS},
-		&v1beta1.ServiceBGPStatus{}: {Namespaces: inNS},
+		&v1beta1.ServiceL2Status{}: {Namespaces: inNS},
+		// Only this node's: one object per (Service, advertising node), so
+		// caching every node's would send each create to every speaker.
+		&v1beta1.ServiceBGPStatus{}: {Namespaces: inNS,
+			Label: labels.SelectorFromSet(labels.Set{v1beta1.LabelNode: nodeLabelValue(o.NodeName)})},
 		// One Secret: the controller's copy of the BGP peers' passwords,
 		// watched so that a changed password re-creates its session. By
 		// name (the RBAC Role names it; the memberlist key is the other
