@@ -297,7 +297,7 @@ func cacheOptions(o Options) cache.Options {
 		// Only this node's: one object per (Service, advertising node), so
 		// caching every node's would send each create to every speaker.
 		&v1beta1.ServiceBGPStatus{}: {Namespaces: inNS,
-			Label: labels.SelectorFromSet(labels.Set{v1beta1.LabelNode: nodeLabelValue(o.NodeName)})},
+			Label: labels.SelectorFromSet(ownBGPStatus(o.NodeName))},
 		// One Secret: the controller's copy of the BGP peers' passwords,
 		// watched so that a changed password re-creates its session. By
 		// name (the RBAC Role names it; the memberlist key is the other

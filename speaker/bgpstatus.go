@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/v1beta1"
@@ -43,6 +44,12 @@ func nodeLabelValue(node string) string {
 	}
 	sum := sha256.Sum256([]byte(node))
 	return strings.TrimRight(node[:46], ".-") + "-" + hex.EncodeToString(sum[:8])
+}
+
+// ownBGPStatus selects the ServiceBGPStatus objects of node: the ones its
+// speaker writes, caches (cacheOptions) and lists (syncBGPStatus).
+func ownBGPStatus(node string) labels.Set {
+	return labels.Set{v1beta1.LabelNode: nodeLabelValue(node)}
 }
 
 // bgpStatus is what one node reports for one Service.
@@ -130,7 +137,7 @@ func (a *Agent) syncBGPStatus(ctx context.Context, svcs []corev1.Service, want m
 	a.bgpNodes = nodes
 
 	var list v1beta1.ServiceBGPStatusList
-	if err := a.c.List(ctx, &list, client.InNamespace(a.o.Namespace), client.MatchingLabels{v1beta1.LabelNode: nodeLabelValue(a.o.NodeName)}); err != nil {
+	if err := a.c.List(ctx, &list, client.InNamespace(a.o.Namespace), client.MatchingLabels(ownBGPStatus(a.o.NodeName))); err != nil {
 		return fmt.Errorf("listing ServiceBGPStatus: %w", err)
 	}
 	existing := map[string]*v1beta1.ServiceBGPStatus{}
