@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -401,7 +402,15 @@ func setupWebhook(mgr manager.Manager, o Options, log *slog.Logger) error {
 		changed := toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { snap.Changed() },
 			UpdateFunc: func(any, any) { snap.Changed() },
-			DeleteFunc: func(any) { snap.Changed() },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				if m, ok := obj.(metav1.Object); ok {
+					snap.Deleted(m.GetUID())
+				}
+				snap.Changed()
+			},
 		}
 		for _, k := range configobjs.Kinds() {
 			inf, err := mgr.GetCache().GetInformer(ctx, k)

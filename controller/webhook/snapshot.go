@@ -69,6 +69,29 @@ func (s *Snapshot) Changed() {
 	s.mu.Unlock()
 }
 
+// Deleted tells the snapshot that the cache saw the object with uid deleted (an informer's delete event): every
+// request admitted for it is moot from now on. Without it, an object created (or updated) and deleted between two
+// judgements — the delete admitted by another replica, or by nobody when the deletion webhook could not be called —
+// was laid over the cache again for admittedFor: a BGPPeer deleted a second before was still a duplicate.
+func (s *Snapshot) Deleted(uid types.UID) {
+	if uid == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := s.pending[:0]
+	for _, a := range s.pending {
+		if a.uid != uid {
+			keep = append(keep, a)
+		}
+	}
+	if len(keep) != len(s.pending) {
+		clear(s.pending[len(keep):])
+		s.pending = keep
+		s.admitted++ // the memo's key changes with what is laid over
+	}
+}
+
 // Admitted records a request the webhook admitted (not a dry run).
 func (s *Snapshot) Admitted(req Request) {
 	a := admitted{req: req, at: s.now()}
@@ -112,10 +135,19 @@ func (s *Snapshot) Current(ctx context.Context) (config.Objects, config.Resolved
 	// Drop what the cache shows now, or what is too old to wait for, and
 	// lay the rest over the cached objects.
 	out := s.objs
+	// An update of an object the cache does not have is laid over only while the object's own create is: otherwise
+	// the object was deleted since (by this replica's request or another's), and laying the update over would bring
+	// it back for admittedFor (a BGPPeer deleted right after an update was still a duplicate for the next create).
+	creating := map[types.UID]bool{}
+	for _, a := range s.pending {
+		if a.req.Operation == Create && !shown(s.objs, a, nil) {
+			creating[a.uid] = true
+		}
+	}
 	keep := s.pending[:0]
 	now := s.now()
 	for _, a := range s.pending {
-		if now.Sub(a.at) > admittedFor || shown(s.objs, a) {
+		if now.Sub(a.at) > admittedFor || shown(s.objs, a, creating) {
 			continue
 		}
 		keep = append(keep, a)
@@ -136,8 +168,9 @@ func (s *Snapshot) Current(ctx context.Context) (config.Objects, config.Resolved
 
 // shown reports whether the cached objects show an admitted request: the
 // object created (its UID is there), updated (its UID with another
-// resourceVersion than the one replaced) or deleted (its UID is gone).
-func shown(objs config.Objects, a admitted) bool {
+// resourceVersion than the one replaced, or its UID gone while no admitted
+// create of it is pending: deleted since) or deleted (its UID is gone).
+func shown(objs config.Objects, a admitted, creating map[types.UID]bool) bool {
 	version, found := "", false
 	eachMeta(objs, func(kind string, uid types.UID, rv string) {
 		if kind == a.req.Kind && uid == a.uid {
@@ -148,7 +181,10 @@ func shown(objs config.Objects, a admitted) bool {
 	case Create:
 		return found
 	case Update:
-		return found && version != a.oldVersion
+		if !found {
+			return !creating[a.uid]
+		}
+		return version != a.oldVersion
 	case Delete:
 		return !found
 	}

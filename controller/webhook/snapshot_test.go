@@ -158,6 +158,55 @@ func TestSnapshotShowsWhatItAdmitted(t *testing.T) {
 	want("never shown, forgotten", "a=10.0.0.0/24 b=10.0.2.0/24")
 }
 
+// TestSnapshotForgetsWhatWasDeleted: an update admitted and then
+// the object deleted before the cache showed the update is not laid over the
+// cache (it would bring the deleted object back for admittedFor); an update
+// of an object whose admitted create the cache does not show yet still is,
+// until the informer reports the object deleted.
+func TestSnapshotForgetsWhatWasDeleted(t *testing.T) {
+	c := &cacheStub{}
+	a := stored("IPAddressPool", "a", "u1", "1", map[string]any{"addresses": []any{"10.0.0.0/24"}})
+	c.set(a, stored("IPAddressPool", "b", "u2", "5", map[string]any{"addresses": []any{"10.0.1.0/24"}}))
+	s := &Snapshot{Reader: c, Namespace: "herald-system"}
+	ctx := context.Background()
+	pool := func(name, uid, rv, addr string) metav1.Object {
+		raw, _ := json.Marshal(stored("IPAddressPool", name, uid, rv, map[string]any{"addresses": []any{addr}}))
+		o, err := decode("IPAddressPool", raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	want := func(what, pools string) {
+		t.Helper()
+		got, _, err := s.Current(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if poolNames(got) != pools {
+			t.Fatalf("%s: pools %q, want %q", what, poolNames(got), pools)
+		}
+	}
+	want("start", "a=10.0.0.0/24 b=10.0.1.0/24")
+	s.Admitted(Request{Operation: Update, Kind: "IPAddressPool", Name: "b",
+		Object: pool("b", "u2", "5", "10.0.2.0/24"), OldObject: pool("b", "u2", "5", "10.0.1.0/24")})
+	want("updated, cache behind", "a=10.0.0.0/24 b=10.0.2.0/24")
+	// Deleted (through another replica: this one saw no request) before the cache showed the update.
+	c.set(a)
+	s.Changed()
+	want("deleted, the update never shown", "a=10.0.0.0/24")
+
+	s.Admitted(Request{Operation: Create, Kind: "IPAddressPool", Name: "c", Object: pool("c", "u3", "", "10.0.3.0/24")})
+	s.Admitted(Request{Operation: Update, Kind: "IPAddressPool", Name: "c",
+		Object: pool("c", "u3", "7", "10.0.4.0/24"), OldObject: pool("c", "u3", "7", "10.0.3.0/24")})
+	want("created and updated, cache behind", "a=10.0.0.0/24 c=10.0.4.0/24")
+
+	// Created, updated and deleted between two judgements (the delete admitted by another replica): the informer's
+	// delete event is all this replica sees of it.
+	s.Deleted("u3")
+	want("created, updated and deleted, the cache never showing it", "a=10.0.0.0/24")
+}
+
 // TestServerRefusesWhatItCannotRead: an object the typed decoder cannot
 // read is refused with a message naming it and the field (HTTP 200, a
 // verdict), never a 500.
