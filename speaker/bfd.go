@@ -73,12 +73,12 @@ func (a *Agent) watchBFD(ctx context.Context) error {
 					}
 				}
 				a.log.Info("BFD session up", "peer", name, "profile", info.bfdProfile, "tx", tx, "detection_time", detect)
-				a.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventBFDSessionUp, "Peer",
+				a.recorder.Eventf(node, a.peerObject(info), corev1.EventTypeNormal, EventBFDSessionUp, "Peer",
 					"BFD session with %s is up (profile %s; transmit interval %v, detection time %v)", name, info.bfdProfile, tx, detect)
 			case ev.Old == bfd.StateUp:
 				reason := bfdDownReason(ev.Event)
 				a.log.Warn("BFD session down", "peer", name, "reason", reason, "hold_down", ev.HoldDown)
-				a.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventBFDSessionDown, "Peer",
+				a.recorder.Eventf(node, a.peerObject(info), corev1.EventTypeWarning, EventBFDSessionDown, "Peer",
 					"BFD session with %s went down: %s", name, reason)
 			}
 		}

@@ -5,6 +5,7 @@ package speaker
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -183,4 +184,62 @@ func nodeEvents(t *testing.T, e *env, node, reason string) []string {
 		}
 	}
 	return out
+}
+
+// Two peers' sessions going down one after the other on a node are two events, each with its own peer in its
+// message and as its related object. The events library folds an event into an earlier one's series when type,
+// action, reason, reporter, regarding and related object are the same, whatever the message: with no related
+// object, the second peer's event was a repeat of the first's, naming the first peer.
+func TestSessionEventsOfTwoPeersAreTheirOwn(t *testing.T) {
+	e := newEnv(t)
+	u := func(v uint32) *uint32 { return &v }
+	na := e.ns + "-a"
+	e.node(na, "127.0.0.1", nil)
+	e.create(&v1beta1.BFDProfile{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "fast"},
+		Spec: v1beta1.BFDProfileSpec{ReceiveInterval: u(50), TransmitInterval: u(60), DetectMultiplier: u(4)}})
+	routers := map[string]netip.Addr{"router-a": mustAddr("127.0.0.9"), "router-b": mustAddr("127.0.0.10")}
+	for name, addr := range routers {
+		e.create(&v1beta1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+			Spec: v1beta1.BGPPeerSpec{MyASN: 64500, PeerASN: 64501, PeerAddress: addr.String(), BFDProfile: "fast"}})
+	}
+	fb, fbfd := &fakeBGP{}, &fakeBFD{}
+	a := e.startSpeaker(na, "127.0.0.1", func(o *Options) { o.BGP, o.BFD = fb, fbfd })
+	e.settled(a)
+	e.eventually(10*time.Second, "both peers applied", func() string {
+		fb.mu.Lock()
+		defer fb.mu.Unlock()
+		if len(fb.last.Peers) != 2 {
+			return fmt.Sprintf("peers %+v", fb.last.Peers)
+		}
+		return ""
+	})
+	for _, name := range []string{"router-a", "router-b"} {
+		fbfd.send(bfd.PeerEvent{Peer: routers[name], Event: bfd.Event{Old: bfd.StateUp, New: bfd.StateDown, Diag: bfd.DiagControlDetectExpired, Failure: true}})
+	}
+	e.eventually(10*time.Second, "a BFDSessionDown event of each peer", func() string {
+		l, err := e.cs.EventsV1().Events(metav1.NamespaceAll).List(e.ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		var got []string
+		for _, ev := range l.Items {
+			if ev.Regarding.Name != na || ev.Reason != EventBFDSessionDown {
+				continue
+			}
+			related := "none"
+			if ev.Related != nil {
+				related = ev.Related.Kind + " " + ev.Related.Namespace + "/" + ev.Related.Name
+			}
+			got = append(got, related+": "+ev.Note)
+		}
+		slices.Sort(got)
+		want := []string{
+			"BGPPeer " + e.ns + "/router-a: BFD session with router-a (127.0.0.9) went down: BFD down: control detection time expired; the BGP session is reset",
+			"BGPPeer " + e.ns + "/router-b: BFD session with router-b (127.0.0.10) went down: BFD down: control detection time expired; the BGP session is reset",
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Sprintf("events %q, want %q", got, want)
+		}
+		return ""
+	})
 }

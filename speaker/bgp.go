@@ -11,10 +11,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herald-lb/herald/announce/bfd"
 	"github.com/herald-lb/herald/announce/bgp"
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/speaker/plan"
 )
 
@@ -277,15 +280,31 @@ func (a *Agent) watchBGP(ctx context.Context) error {
 			switch {
 			case st.Established && !prev.Established:
 				a.log.Info("BGP session established", "peer", name)
-				a.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventBGPSessionEstablished, "Peer",
+				a.recorder.Eventf(node, a.peerObject(info), corev1.EventTypeNormal, EventBGPSessionEstablished, "Peer",
 					"BGP session with %s established", name)
 			case st.LastError != "" && !st.LastErrorAt.Equal(prev.LastErrorAt):
 				reason := sessionDownReason(st.LastError, info.md5)
 				a.log.Warn("BGP session down", "peer", name, "state", st.State, "reason", reason)
-				a.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventBGPSessionDown, "Peer",
+				a.recorder.Eventf(node, a.peerObject(info), corev1.EventTypeWarning, EventBGPSessionDown, "Peer",
 					"BGP session with %s is %s: %s", name, st.State, reason)
 			}
 		}
+	}
+}
+
+// peerObject is the BGPPeer that an event about one of its sessions names as its related object (nil for a session
+// with no BGPPeer name). Without it, the events of two peers were one: the events library folds an event into the
+// series of an earlier one with the same type, action, reason, reporter, regarding and related object, whatever its
+// message (client-go tools/events, event_broadcaster.go getKey), and writes nothing for a series past its second
+// event until its 30-minute refresh. A second peer's session going down on the node within six minutes of the first
+// showed as a repeat of the first, with the first peer's name in its message.
+func (a *Agent) peerObject(info bgpPeerInfo) runtime.Object {
+	if info.name == "" {
+		return nil
+	}
+	return &v1beta1.BGPPeer{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1beta1.GroupVersion.String(), Kind: "BGPPeer"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: a.o.Namespace, Name: info.name},
 	}
 }
 
