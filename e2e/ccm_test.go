@@ -96,6 +96,7 @@ func TestCCM(t *testing.T) {
 	ccmArgs := "--set ccm.enabled=true --set ccm.nodeSelector=null"
 	t.Setenv("HERALD_HELM_ARGS", ccmArgs)
 	f := installSpeakers(t, ctx)
+	ownShared(t) // the subtests upgrade it with other values
 	ns := testNamespace(t, ctx)
 	echoDeployment(t, ctx, ns)
 

@@ -50,6 +50,7 @@ func TestControllerInCluster(t *testing.T) {
 		t.Fatal("no Herald image in the cluster (the lab could not build ./cmd/herald)")
 	}
 	ctx := testContext(t, 5*time.Minute)
+	withoutShared(t, ctx) // the controller alone
 	removeHerald, err := cluster.InstallHerald(ctx, false)
 	if err != nil {
 		t.Fatalf("installing the controller: %v", err)

@@ -42,6 +42,7 @@ func TestDualStackThroughKubeProxy(t *testing.T) {
 		t.Skip("the cluster is single-stack IPv4 (lab started with LAB_IPV6=0)")
 	}
 	ctx := testContext(t, 3*time.Minute)
+	withoutShared(t, ctx) // these suites run with no Herald installed
 	ns := testNamespace(t, ctx)
 	echoDeployment(t, ctx, ns)
 

@@ -51,6 +51,7 @@ func TestExplain(t *testing.T) {
 	}
 	ctx := testContext(t, 12*time.Minute)
 	f := installSpeakers(t, ctx)
+	ownShared(t) // noSpeakerOn changes the speaker DaemonSet; the uninstall at the end puts it right
 	noBGPPeers(t, ctx, f)
 	pluginDir := buildPlugin(t, ctx)
 	ns := testNamespace(t, ctx)
@@ -328,7 +329,7 @@ func (x *explainRun) bgpWrongPassword(t *testing.T, ctx context.Context, node e2
 
 // noSpeakerOn takes the speaker off node the way a DaemonSet that does not fit a node does: node affinity that
 // excludes it, with updateStrategy OnDelete so that the other nodes' speakers stay as they are. Herald's
-// uninstall at the end of the test removes the DaemonSet.
+// uninstall at the end of the test removes the DaemonSet (the test owns the install: ownShared).
 func (x *explainRun) noSpeakerOn(t *testing.T, ctx context.Context, node string) {
 	t.Helper()
 	kube := cluster.Kube()

@@ -33,6 +33,7 @@ import (
 func TestHelmLifecycle(t *testing.T) {
 	ctx := testContext(t, 10*time.Minute)
 	f := installSpeakers(t, ctx)
+	ownShared(t) // upgraded and uninstalled below
 	ns := testNamespace(t, ctx)
 	echoDeployment(t, ctx, ns)
 

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herald-lb/herald/config/configobjs"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -140,44 +138,6 @@ func announcers(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]strin
 }
 
 // heraldFixture is the controller and the speakers installed once for a group of subtests, with a client.
-type heraldFixture struct {
-	c client.Client
-}
-
-func installSpeakers(t *testing.T, ctx context.Context) *heraldFixture {
-	t.Helper()
-	if cluster.Images().Herald == "" {
-		t.Fatal("no Herald image in the cluster (the lab could not build ./cmd/herald)")
-	}
-	removeHerald, err := cluster.InstallHerald(ctx, true)
-	if err != nil {
-		t.Fatalf("installing the controller and the speakers: %v", err)
-	}
-	t.Cleanup(func() { _ = removeHerald(context.Background()) })
-	c, err := client.New(cluster.RESTConfig(), client.Options{Scheme: configobjs.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Every speaker ready and in one memberlist view before the first subtest.
-	waitFor(t, ctx, "every speaker ready and in one memberlist view", func() (bool, error) {
-		ds, err := cluster.Kube().AppsV1().DaemonSets("herald-system").Get(ctx, "herald-speaker", metav1.GetOptions{})
-		if err != nil || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled || ds.Status.DesiredNumberScheduled == 0 {
-			return false, nil
-		}
-		_, alive, err := announcers(ctx, nil)
-		if err != nil {
-			return false, nil
-		}
-		for _, n := range cluster.Nodes() {
-			if alive[n.Name] != len(cluster.Nodes()) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	return &heraldFixture{c: c}
-}
-
 // update reads o fresh, applies mutate and writes it, again from a fresh copy after a conflict: nodes,
 // Services and configuration objects are written by the kubelets and Herald too.
 func (f *heraldFixture) update(t *testing.T, ctx context.Context, o client.Object, mutate func()) {

@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herald-lb/herald/config/configobjs"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -95,21 +93,10 @@ func recovered(t *testing.T, ctx context.Context, addr netip.Addr) {
 }
 
 func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
-	if cluster.Images().Herald == "" {
-		t.Fatal("no Herald image in the cluster (the lab could not build ./cmd/herald)")
-	}
 	// HERALD_E2E_FAILOVER_RUNS rounds: 3 in make e2e, FAILOVER_RUNS (default 20) in make bench-failover.
 	runs := envInt(t, "HERALD_E2E_FAILOVER_RUNS", 3, 1, 1000)
 	ctx := testContext(t, 8*time.Minute+time.Duration(runs)*90*time.Second)
-	removeHerald, err := cluster.InstallHerald(ctx, true)
-	if err != nil {
-		t.Fatalf("installing the controller and the speakers: %v", err)
-	}
-	t.Cleanup(func() { _ = removeHerald(context.Background()) })
-	c, err := client.New(cluster.RESTConfig(), client.Options{Scheme: configobjs.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := installSpeakers(t, ctx).c
 	r := cluster.Ranges()
 	// One address of each family the cluster has (IPv4 only: no IPv6 range).
 	v4 := nthAddr(r.L2, 16)

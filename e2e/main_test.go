@@ -57,7 +57,12 @@ func run(m *testing.M) int {
 		}
 		fmt.Printf("e2e: kind cluster %s: %d nodes, router %s\n", k.Env()["KIND_CLUSTER"], len(k.Nodes()), k.Routers()[0].Name())
 		cluster = k
-		return m.Run()
+		code := m.Run()
+		if err := removeShared(); err != nil {
+			fmt.Printf("--- FAIL: %v\n", err)
+			code = 1
+		}
+		return code
 	default:
 		fmt.Printf("--- FAIL: HERALD_E2E_CLUSTER=%s: want lab or kind\n", c)
 		return 1
@@ -120,6 +125,10 @@ func run(m *testing.M) int {
 	}
 	cluster = l
 	code := m.Run()
+	if keep {
+		// The shared install stays with the lab; otherwise lab down takes it with everything else.
+		fmt.Println("e2e: LAB_KEEP=1: Herald stays installed")
+	}
 	if c := down(); c != 0 {
 		code = c
 	}

@@ -46,6 +46,7 @@ func TestMigrateFromMetalLB(t *testing.T) {
 	e2e.Require(t, cluster, e2e.FeatureImageImport)
 	runs := envInt(t, "HERALD_E2E_MIGRATION_RUNS", 1, 1, 50)
 	ctx := testContext(t, time.Duration(runs)*7*time.Minute+3*time.Minute)
+	withoutShared(t, ctx) // MetalLB first, with no Herald
 	mlDir := metallbImages(t, ctx)
 	heraldBin := buildHeraldCLI(t, ctx)
 	for i := 1; i <= runs; i++ {

@@ -147,6 +147,31 @@ func noBGPPeers(t *testing.T, ctx context.Context, f *heraldFixture) {
 		t.Fatalf("the cluster already has BGPPeers %v (the demo's?): they peer with the same routers; remove them "+
 			"(kubectl -n herald-system delete bgppeers --all) or start from a fresh lab", names)
 	}
+	// A suite before, with the same install, may have deleted its BGPPeers a moment ago: their sessions go down as
+	// the speakers catch up, and a router would still have the node as a neighbour (gobgp refuses a neighbour
+	// added for an address it has a session with).
+	nodes := map[netip.Addr]bool{}
+	for _, n := range cluster.Nodes() {
+		for _, a := range []netip.Addr{n.IPv4, n.IPv6} {
+			if a.IsValid() {
+				nodes[a] = true
+			}
+		}
+	}
+	waitFor(t, ctx, "no router with a node as its neighbour (the sessions of BGPPeers deleted before)", func() (bool, error) {
+		for _, rt := range cluster.Routers() {
+			ns, err := rt.Neighbors(ctx)
+			if err != nil {
+				return false, err
+			}
+			for _, n := range ns {
+				if nodes[n.Address] {
+					return false, fmt.Errorf("%s has %s as its neighbour (%s)", rt.Name(), n.Address, n.State)
+				}
+			}
+		}
+		return true, nil
+	})
 }
 
 // envInt reads a whole number from the environment variable name: def when unset, a fatal error when it is not a

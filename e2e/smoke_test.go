@@ -59,6 +59,7 @@ func TestRoutersAnswer(t *testing.T) {
 // A hostNetwork DaemonSet runs on every node and its pods see the node's lan interface and addresses.
 func TestHostNetworkDaemonSet(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
+	withoutShared(t, ctx) // these suites run with no Herald installed
 	ns := testNamespace(t, ctx)
 	const port = 18080
 	ds := hostNetworkDaemonSet(ns, "hostnet-echo", "echo", port)
@@ -94,6 +95,7 @@ func TestHostNetworkDaemonSet(t *testing.T) {
 // writes the Service status itself and routes the address from the client to a node.
 func TestLoadBalancerThroughKubeProxy(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
+	withoutShared(t, ctx) // these suites run with no Herald installed
 	ns := testNamespace(t, ctx)
 	lbIP := cluster.Ranges().BGP.Addr().Next().Next() // .2 of the BGP range: not used by the demo
 	echoService(t, ctx, ns, lbIP)
@@ -282,6 +284,7 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() (bool, 
 // link makes the node unreachable until it is restored.
 func TestClientNeighborsAndCutLink(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
+	withoutShared(t, ctx) // these suites run with no Herald installed
 	ns := testNamespace(t, ctx)
 	const port = 18081
 	ds := hostNetworkDaemonSet(ns, "neigh", "echo", port)
@@ -340,6 +343,7 @@ func TestClientNeighborsAndCutLink(t *testing.T) {
 // StopSpeaker kills the container named "speaker" on one node; its kubelet restarts it.
 func TestStopSpeakerRestarts(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
+	withoutShared(t, ctx) // these suites run with no Herald installed
 	ns := testNamespace(t, ctx)
 	const port = 18082
 	ds := hostNetworkDaemonSet(ns, "fake-speaker", "speaker", port)
@@ -426,6 +430,7 @@ func TestBGPThroughRouters(t *testing.T) {
 		t.Skip("the cluster cannot announce without Herald")
 	}
 	ctx := testContext(t, 3*time.Minute)
+	withoutShared(t, ctx) // these suites run with no Herald installed
 	ns := testNamespace(t, ctx)
 	lbIP := cluster.Ranges().BGP.Addr().Next().Next().Next() // .3 of the BGP range
 	svc := echoService(t, ctx, ns, lbIP)
