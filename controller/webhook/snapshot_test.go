@@ -70,6 +70,32 @@ func poolNames(o config.Objects) string {
 	return strings.Join(out, " ")
 }
 
+// decodedPool is an IPAddressPool as an admission request carries it.
+func decodedPool(t *testing.T, name, uid, rv, addr string) metav1.Object {
+	t.Helper()
+	raw, _ := json.Marshal(stored("IPAddressPool", name, uid, rv, map[string]any{"addresses": []any{addr}}))
+	o, err := decode("IPAddressPool", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// wantPools checks the pools of the snapshot's configuration, and that its resolution is of that configuration.
+func wantPools(t *testing.T, s *Snapshot, what, pools string) {
+	t.Helper()
+	got, resolved, err := s.Current(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := config.ParseKeepingLastValid(got); len(want.Config.Pools) != len(resolved.Config.Pools) {
+		t.Fatalf("%s: the resolution does not match the configuration", what)
+	}
+	if poolNames(got) != pools {
+		t.Fatalf("%s: pools %q, want %q", what, poolNames(got), pools)
+	}
+}
+
 // TestSnapshotListsOnlyAfterAChange: requests cost no list while the cache
 // is unchanged, one after a change.
 func TestSnapshotListsOnlyAfterAChange(t *testing.T) {
@@ -101,31 +127,8 @@ func TestSnapshotShowsWhatItAdmitted(t *testing.T) {
 	c.set(stored("IPAddressPool", "a", "u1", "1", map[string]any{"addresses": []any{"10.0.0.0/24"}}))
 	now := time.Unix(1000, 0)
 	s := &Snapshot{Reader: c, Namespace: "herald-system", Now: func() time.Time { return now }}
-	ctx := context.Background()
-	decodePool := func(uid, rv, addr string) metav1.Object {
-		raw, _ := json.Marshal(stored("IPAddressPool", "b", uid, rv, map[string]any{"addresses": []any{addr}}))
-		o, err := decode("IPAddressPool", raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o
-	}
-	want := func(what, pools string) {
-		t.Helper()
-		got, resolved, err := s.Current(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := config.ParseKeepingLastValid(got); len(want.Config.Pools) != len(resolved.Config.Pools) {
-			t.Fatalf("%s: the resolution does not match the configuration", what)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if poolNames(got) != pools {
-			t.Fatalf("%s: pools %q, want %q", what, poolNames(got), pools)
-		}
-	}
+	decodePool := func(uid, rv, addr string) metav1.Object { return decodedPool(t, "b", uid, rv, addr) }
+	want := func(what, pools string) { t.Helper(); wantPools(t, s, what, pools) }
 	want("start", "a=10.0.0.0/24")
 
 	s.Admitted(Request{Operation: Create, Kind: "IPAddressPool", Name: "b", Object: decodePool("u2", "", "10.0.1.0/24")})
@@ -149,11 +152,7 @@ func TestSnapshotShowsWhatItAdmitted(t *testing.T) {
 	s.Admitted(Request{Operation: Delete, Kind: "IPAddressPool", Name: "b", OldObject: decodePool("u2", "6", "10.0.2.0/24")})
 	want("deleted, cache behind", "a=10.0.0.0/24")
 
-	s.Admitted(Request{Operation: Create, Kind: "IPAddressPool", Name: "c", Object: func() metav1.Object {
-		raw, _ := json.Marshal(stored("IPAddressPool", "c", "u3", "", map[string]any{"addresses": []any{"10.0.3.0/24"}}))
-		o, _ := decode("IPAddressPool", raw)
-		return o
-	}()})
+	s.Admitted(Request{Operation: Create, Kind: "IPAddressPool", Name: "c", Object: decodedPool(t, "c", "u3", "", "10.0.3.0/24")})
 	now = now.Add(admittedFor + time.Second)
 	want("never shown, forgotten", "a=10.0.0.0/24 b=10.0.2.0/24")
 }
@@ -168,25 +167,8 @@ func TestSnapshotForgetsWhatWasDeleted(t *testing.T) {
 	a := stored("IPAddressPool", "a", "u1", "1", map[string]any{"addresses": []any{"10.0.0.0/24"}})
 	c.set(a, stored("IPAddressPool", "b", "u2", "5", map[string]any{"addresses": []any{"10.0.1.0/24"}}))
 	s := &Snapshot{Reader: c, Namespace: "herald-system"}
-	ctx := context.Background()
-	pool := func(name, uid, rv, addr string) metav1.Object {
-		raw, _ := json.Marshal(stored("IPAddressPool", name, uid, rv, map[string]any{"addresses": []any{addr}}))
-		o, err := decode("IPAddressPool", raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o
-	}
-	want := func(what, pools string) {
-		t.Helper()
-		got, _, err := s.Current(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if poolNames(got) != pools {
-			t.Fatalf("%s: pools %q, want %q", what, poolNames(got), pools)
-		}
-	}
+	pool := func(name, uid, rv, addr string) metav1.Object { return decodedPool(t, name, uid, rv, addr) }
+	want := func(what, pools string) { t.Helper(); wantPools(t, s, what, pools) }
 	want("start", "a=10.0.0.0/24 b=10.0.1.0/24")
 	s.Admitted(Request{Operation: Update, Kind: "IPAddressPool", Name: "b",
 		Object: pool("b", "u2", "5", "10.0.2.0/24"), OldObject: pool("b", "u2", "5", "10.0.1.0/24")})
