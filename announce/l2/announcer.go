@@ -30,6 +30,12 @@ type Counters struct {
 // Announcer answers ARP and NDP for a desired set of addresses, on named
 // interfaces or on the node's default eligible set (netif.Eligible), which
 // it keeps current by following link events.
+//
+// Two locks: applyMu orders the writers (Set and the link feed's refresh),
+// which read the interfaces and hand each responder its set: both are I/O
+// (a netlink dump; sockets opened and the first gratuitous announcement
+// sent). mu guards only the recorded state and is never held across I/O, so
+// the readers (DefaultInterfaces, the metrics) never wait for an apply.
 type Announcer struct {
 	arp     *arp.Responder
 	ndp     *ndp.Responder
@@ -37,14 +43,23 @@ type Announcer struct {
 	log     *slog.Logger
 	nl      *netlink.Handle // reads the interfaces (List)
 
+	// list reads the node's interfaces and apply hands each family its
+	// set; both are called with applyMu held and mu not held. Fields so
+	// that a test can hold them up.
+	list  func() ([]netif.Iface, error)
+	apply func(v4, v6 map[netip.Addr][]string) error
+
 	changes chan struct{} // DefaultChanged, capacity one
 	stop    func()        // ends the link feed, and waits
 
-	mu      sync.Mutex
-	closed  bool
-	desired map[netip.Addr][]string // the last Set, as given
-	given   bool                    // Set was called
-	def     defaultSet
+	applyMu sync.Mutex
+
+	mu       sync.Mutex
+	closed   bool
+	desired  map[netip.Addr][]string // the last Set, as given
+	given    bool                    // Set was called
+	def      defaultSet              // the default set as last read
+	answered []string                // the default set the responders were last given (DefaultInterfaces)
 }
 
 // New starts the ARP and NDP responders with nothing to answer for, reads
@@ -68,6 +83,12 @@ func New(log *slog.Logger, exclude []string) *Announcer {
 // (zero: netif's default). ns stays owned by the caller and must stay open
 // until Close.
 func NewAt(log *slog.Logger, exclude []string, ns netns.NsHandle, debounce time.Duration) (*Announcer, error) {
+	return newAt(log, exclude, ns, debounce, nil)
+}
+
+// newAt is NewAt; seams, when not nil, may set list and apply before the
+// announcer starts (tests).
+func newAt(log *slog.Logger, exclude []string, ns netns.NsHandle, debounce time.Duration, seams func(*Announcer)) (*Announcer, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -86,12 +107,21 @@ func NewAt(log *slog.Logger, exclude []string, ns netns.NsHandle, debounce time.
 		return nil, err
 	}
 	a := &Announcer{arp: r4, ndp: r6, nl: h}
+	if seams != nil {
+		seams(a)
+	}
 	a.start(log, exclude, &ns, debounce)
 	return a, nil
 }
 
 func (a *Announcer) start(log *slog.Logger, exclude []string, ns *netns.NsHandle, debounce time.Duration) {
 	a.log, a.exclude = log, exclude
+	if a.list == nil {
+		a.list = func() ([]netif.Iface, error) { return netif.List(a.nl) }
+	}
+	if a.apply == nil {
+		a.apply = func(v4, v6 map[netip.Addr][]string) error { return errors.Join(a.arp.Set(v4), a.ndp.Set(v6)) }
+	}
 	a.changes = make(chan struct{}, 1)
 	if err := a.refresh(); err != nil {
 		a.log.Warn("reading the interfaces", "error", err)
@@ -112,49 +142,82 @@ func (a *Announcer) linksChanged(c netif.Changes) {
 // refresh reads the default interface set and, when it changed, applies
 // the last desired set again and notifies DefaultChanged.
 func (a *Announcer) refresh() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
+	if a.isClosed() {
 		return nil
 	}
-	step, err := a.readLocked()
-	if err != nil || !step.reapply {
+	list, err := a.list()
+	if err != nil {
 		return err
 	}
-	return a.applyLocked()
+	step := a.record(list)
+	var aerr error
+	if step.reapply {
+		aerr = a.applyRecorded()
+	}
+	a.notify(step)
+	return aerr
 }
 
-// readLocked reads the default set, records it, and logs and notifies a
-// change; it applies nothing.
-func (a *Announcer) readLocked() (defaultStep, error) {
-	list, err := netif.List(a.nl)
-	if err != nil {
-		return defaultStep{}, err
-	}
+func (a *Announcer) isClosed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.closed
+}
+
+// record takes a reading of the interfaces as the default set and says what
+// it means; a changed set is logged. The readers see it only once it is
+// applied (applyRecorded), or at once when no address is answered on it.
+func (a *Announcer) record(list []netif.Iface) defaultStep {
 	now := netif.Eligible(list, a.exclude)
-	step := a.def.next(now, a.desired)
-	if !step.changed {
-		return step, nil
-	}
-	if a.def.known {
-		a.log.Info("default interfaces changed", "old", a.def.names, "new", now, "exclude", a.exclude)
-		select {
-		case a.changes <- struct{}{}:
-		default:
+	a.mu.Lock()
+	old := a.def
+	step := old.next(now, a.desired)
+	if step.changed {
+		a.def = defaultSet{known: true, names: now}
+		if !step.reapply {
+			a.answered = slices.Clone(now)
 		}
-	} else {
+	}
+	a.mu.Unlock()
+	switch {
+	case !step.changed:
+	case old.known:
+		a.log.Info("default interfaces changed", "old", old.names, "new", now, "exclude", a.exclude)
+	default:
 		a.log.Info("default interfaces", "interfaces", now, "exclude", a.exclude)
 	}
-	a.def = defaultSet{known: true, names: now}
-	if len(now) == 0 {
+	if step.changed && len(now) == 0 {
 		a.log.Warn("no eligible interface to answer on by default", "exclude", a.exclude)
 	}
-	return step, nil
+	return step
 }
 
-func (a *Announcer) applyLocked() error {
+// applyRecorded hands the responders the recorded desired set on the
+// recorded default set; the lock is held only to take them.
+func (a *Announcer) applyRecorded() error {
+	a.mu.Lock()
 	v4, v6 := resolve(a.desired, a.def.names)
-	return errors.Join(a.arp.Set(v4), a.ndp.Set(v6))
+	def := slices.Clone(a.def.names)
+	a.mu.Unlock()
+	err := a.apply(v4, v6)
+	a.mu.Lock()
+	a.answered = def
+	a.mu.Unlock()
+	return err
+}
+
+// notify signals DefaultChanged after a change of a default set that was
+// known before (the first reading is no change).
+func (a *Announcer) notify(step defaultStep) {
+	if !step.changed || !step.wasKnown {
+		return
+	}
+	select {
+	case a.changes <- struct{}{}:
+	default:
+	}
 }
 
 // Set converges to the desired set: each owned address (both families)
@@ -167,22 +230,32 @@ func (a *Announcer) applyLocked() error {
 // every plan), and each change is logged (announcing, on other interfaces,
 // no longer announcing).
 func (a *Announcer) Set(desired map[netip.Addr][]string) error {
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.closed {
+		a.mu.Unlock()
 		return errors.New("announcer closed")
 	}
 	if a.given && maps.EqualFunc(desired, a.desired, slices.Equal) {
+		a.mu.Unlock()
 		return nil
 	}
-	logChanges(a.log, a.desired, desired)
+	old := a.desired
 	a.desired, a.given = maps.Clone(desired), true
+	a.mu.Unlock()
+	logChanges(a.log, old, desired)
 	// On a failed read the last default set read stays in use.
-	_, rerr := a.readLocked()
-	if rerr != nil {
-		rerr = fmt.Errorf("reading the interfaces (the last set read stays in use): %w", rerr)
+	var rerr error
+	step := defaultStep{}
+	if list, err := a.list(); err != nil {
+		rerr = fmt.Errorf("reading the interfaces (the last set read stays in use): %w", err)
+	} else {
+		step = a.record(list)
 	}
-	return errors.Join(rerr, a.applyLocked())
+	err := errors.Join(rerr, a.applyRecorded())
+	a.notify(step)
+	return err
 }
 
 func logChanges(log *slog.Logger, old, now map[netip.Addr][]string) {
@@ -220,7 +293,7 @@ func (a *Announcer) Reannounce() {
 func (a *Announcer) DefaultInterfaces() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return slices.Clone(a.def.names)
+	return slices.Clone(a.answered)
 }
 
 // DefaultChanged receives a value (coalesced: capacity one) after the
@@ -255,6 +328,9 @@ func (a *Announcer) Close() error {
 	a.closed = true
 	a.mu.Unlock()
 	a.stop()
+	// A Set under way finishes first; the next one sees closed.
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
 	err := errors.Join(a.arp.Close(), a.ndp.Close())
 	a.nl.Close()
 	return err
@@ -273,6 +349,8 @@ type defaultStep struct {
 	// reapply: the desired set must be applied again, because some
 	// address is answered on the default set.
 	reapply bool
+	// wasKnown: a set had been read before (a change to notify).
+	wasKnown bool
 }
 
 // next compares a new reading with d, for the desired set in force.
@@ -280,7 +358,7 @@ func (d defaultSet) next(now []string, desired map[netip.Addr][]string) defaultS
 	if d.known && slices.Equal(d.names, now) {
 		return defaultStep{}
 	}
-	return defaultStep{changed: true, reapply: usesDefault(desired)}
+	return defaultStep{changed: true, reapply: usesDefault(desired), wasKnown: d.known}
 }
 
 // usesDefault reports whether some address is answered on the default set.

@@ -1,15 +1,20 @@
 package l2
 
 import (
+	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/announce/netif"
 	"github.com/herald-lb/herald/internal/netnstest"
 )
 
@@ -229,4 +234,124 @@ func TestDefaultSetDropsEnslavedAndDownInterfaces(t *testing.T) {
 	notified(t, a)
 	waitAnswers(t, lan.Client, "eth0", lb4) // nobody
 	waitAnswers(t, p, "eth0", lb4, brMAC)   // the bridge still does
+}
+
+// TestReadersDoNotWaitForAnApply: while a Set is held in its I/O (first the
+// interface read, then the responders' apply), DefaultInterfaces and Stats,
+// which a metrics scrape reads, return at once with the default set as it
+// is answered before the Set; DefaultChanged is signalled only after the
+// apply returned, and then DefaultInterfaces is the new set.
+func TestReadersDoNotWaitForAnApply(t *testing.T) {
+	lab := netnstest.New(t, "rw")
+	node := netnstest.NewLAN(lab, 1).Nodes[0]
+	var (
+		mu      sync.Mutex
+		links   = fakeEthers("eth0")
+		holding atomic.Bool
+		lists   atomic.Int32
+		held    = make(chan string)
+		release = make(chan struct{})
+	)
+	// hold stops a call of the announcer's I/O while holding is set: it
+	// says which call it is and waits to be released.
+	hold := func(what string) {
+		if holding.Load() {
+			held <- what
+			<-release
+		}
+	}
+	a, err := newAt(slog.New(slog.DiscardHandler), nil, node.Handle(), 0, func(a *Announcer) {
+		a.list = func() ([]netif.Iface, error) {
+			lists.Add(1)
+			hold("list")
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(links), nil
+		}
+		a.apply = func(v4, v6 map[netip.Addr][]string) error {
+			hold("apply")
+			return errors.Join(a.arp.Set(v4), a.ndp.Set(v6))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	// Runs before Close, also when the test fails with a call held.
+	t.Cleanup(func() {
+		holding.Store(false)
+		close(release)
+		go func() {
+			for range held {
+			}
+		}()
+	})
+	waitDefault(t, a, "eth0")
+	// Two readings: at the start and when the link feed has subscribed
+	// (netif.FollowLinks). Nothing else reads until a link changes, which
+	// the test's namespace does not.
+	if !netnstest.Eventually(followWithin, func() bool { return lists.Load() >= 2 }) {
+		t.Fatalf("the link feed never read the interfaces (%d readings)", lists.Load())
+	}
+	drain(a)
+
+	mu.Lock()
+	links = fakeEthers("eth0", "eth1")
+	mu.Unlock()
+	holding.Store(true)
+	setDone := make(chan error, 1)
+	go func() { setDone <- a.Set(map[netip.Addr][]string{lb4: nil, lb6: nil}) }()
+	for _, step := range []string{"list", "apply"} {
+		if got := <-held; got != step {
+			t.Fatalf("held in %s, want %s", got, step)
+		}
+		var def []string
+		returns(t, "DefaultInterfaces with Set held in "+step, func() { def = a.DefaultInterfaces() })
+		returns(t, "Stats with Set held in "+step, func() { a.Stats() })
+		if !slices.Equal(def, []string{"eth0"}) {
+			t.Errorf("held in %s: DefaultInterfaces = %q, want the set answered before the Set, [eth0]", step, def)
+		}
+		select {
+		case <-a.DefaultChanged():
+			t.Errorf("held in %s: DefaultChanged signalled before the new set was applied", step)
+		default:
+		}
+		if step == "apply" {
+			holding.Store(false)
+		}
+		release <- struct{}{}
+	}
+	if err := <-setDone; err != nil {
+		t.Fatal(err)
+	}
+	notified(t, a)
+	if def := a.DefaultInterfaces(); !slices.Equal(def, []string{"eth0", "eth1"}) {
+		t.Errorf("after the Set: DefaultInterfaces = %q, want [eth0 eth1]", def)
+	}
+}
+
+// fakeEthers are eligible interfaces with the given names, as a reading of
+// the node's interfaces.
+func fakeEthers(names ...string) []netif.Iface {
+	out := make([]netif.Iface, len(names))
+	for i, n := range names {
+		out[i] = netif.Iface{Name: n, Index: i + 2, Up: true, Kind: "device", HWAddr: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}}
+	}
+	return out
+}
+
+// returns fails the test when f does not return within followWithin
+// (it is left running: the test is over).
+func returns(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		f()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(followWithin):
+		t.Fatalf("%s did not return within %v: it waits for the announcer's I/O", what, followWithin)
+	}
 }
