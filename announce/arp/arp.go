@@ -16,7 +16,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/herald-lb/herald/announce/internal/l2"
+	"github.com/herald-lb/herald/announce/internal/responder"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -31,8 +31,8 @@ type Options struct {
 	// is sent at once.
 	GratuitousInterval time.Duration
 
-	host    *l2.Host // tests and NewAt: the network namespace to work in
-	ownHost bool     // NewAt: Close closes host
+	host    *responder.Host // tests and NewAt: the network namespace to work in
+	ownHost bool            // NewAt: Close closes host
 }
 
 // Counters are one interface's cumulative counters.
@@ -50,7 +50,7 @@ type Stats map[string]Counters
 
 // Responder answers ARP for a desired set of addresses.
 type Responder struct {
-	e *l2.Engine
+	e *responder.Engine
 }
 
 // New starts a responder with nothing to answer for.
@@ -59,12 +59,12 @@ func New(o Options) *Responder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Responder{e: l2.New(l2.Config{
+	return &Responder{e: responder.New(responder.Config{
 		Proto:   proto{log: log.With("proto", "arp")},
 		Host:    o.host,
 		OwnHost: o.ownHost,
 		Logger:  log.With("proto", "arp"),
-		Timing:  l2.Timing{Gratuitous: o.Gratuitous, Interval: o.GratuitousInterval},
+		Timing:  responder.Timing{Gratuitous: o.Gratuitous, Interval: o.GratuitousInterval},
 	})}
 }
 
@@ -77,7 +77,7 @@ func New(o Options) *Responder {
 func (r *Responder) Set(desired map[netip.Addr][]string) error { return r.e.Set(desired) }
 
 // Reannounce sends a new round of gratuitous ARP for every address answered
-// now (see l2.Engine.Reannounce).
+// now (see responder.Engine.Reannounce).
 func (r *Responder) Reannounce() { r.e.Reannounce() }
 
 // Close stops answering and releases the sockets.
@@ -87,7 +87,7 @@ func (r *Responder) Close() error { return r.e.Close() }
 // of the process's (tests, and agents that run in a namespace of their
 // own). ns stays owned by the caller and must stay open until Close.
 func NewAt(ns netns.NsHandle, o Options) (*Responder, error) {
-	h, err := l2.HostAt(ns)
+	h, err := responder.HostAt(ns)
 	if err != nil {
 		return nil, fmt.Errorf("netlink in namespace: %w", err)
 	}
@@ -120,11 +120,11 @@ func (proto) Check(a netip.Addr) (netip.Addr, error) {
 }
 
 // ARP needs no node state.
-func (proto) Gain(*l2.Host, netip.Addr) error { return nil }
-func (proto) Lose(*l2.Host, netip.Addr) error { return nil }
-func (proto) Reset(*l2.Host) (int, error)     { return 0, nil }
+func (proto) Gain(*responder.Host, netip.Addr) error { return nil }
+func (proto) Lose(*responder.Host, netip.Addr) error { return nil }
+func (proto) Reset(*responder.Host) (int, error)     { return 0, nil }
 
-func (p proto) Open(h *l2.Host, ifi l2.Iface) (l2.Link, error) {
+func (p proto) Open(h *responder.Host, ifi responder.Iface) (responder.Link, error) {
 	var c *packetConn
 	err := h.Do(func() (err error) {
 		c, err = openPacket(ifi.Index)
@@ -136,13 +136,13 @@ func (p proto) Open(h *l2.Host, ifi l2.Iface) (l2.Link, error) {
 	return newLink(c, ifi, p.log), nil
 }
 
-func newLink(c conn, ifi l2.Iface, log *slog.Logger) *link {
+func newLink(c conn, ifi responder.Iface, log *slog.Logger) *link {
 	return &link{c: c, ifi: ifi, log: log.With("interface", ifi.Name)}
 }
 
 type link struct {
 	c   conn
-	ifi l2.Iface
+	ifi responder.Iface
 	log *slog.Logger
 
 	lastClaim time.Time // rate limit for conflict warnings (Serve only)
@@ -160,7 +160,7 @@ func (l *link) Announce(a netip.Addr) error {
 	return l.c.write(rep)
 }
 
-func (l *link) Serve(owned *l2.Owned, c *l2.Counters) error {
+func (l *link) Serve(owned *responder.Owned, c *responder.Counters) error {
 	buf := make([]byte, 1600)
 	for {
 		n, pkttype, err := l.c.read(buf)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herald-lb/herald/announce/internal/l2"
+	"github.com/herald-lb/herald/announce/internal/responder"
 	"golang.org/x/sys/unix"
 )
 
@@ -145,10 +145,10 @@ func (f *fakeConn) close() error {
 func TestServeFakeConn(t *testing.T) {
 	warns := &warnings{} // the link's log
 	fc := newFakeConn()
-	l := newLink(fc, l2.Iface{Name: "eth0", Index: 2, MAC: macA, Up: true}, slog.New(warns))
-	var c l2.Counters
+	l := newLink(fc, responder.Iface{Name: "eth0", Index: 2, MAC: macA, Up: true}, slog.New(warns))
+	var c responder.Counters
 	served := make(chan error, 1)
-	go func() { served <- l.Serve(l2.NewOwned(ipLB), &c) }()
+	go func() { served <- l.Serve(responder.NewOwned(ipLB), &c) }()
 	if err := l.Announce(ipLB); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 package arp
 
 import (
-	"github.com/herald-lb/herald/announce/internal/l2"
+	"github.com/herald-lb/herald/announce/internal/responder"
 	"github.com/herald-lb/herald/announce/netif"
 )
 
@@ -11,5 +11,5 @@ import (
 // responder follows no link events itself; without these calls it checks
 // its interfaces once a second.
 func (r *Responder) LinksChanged(c netif.Changes) {
-	r.e.LinksChanged(l2.LinksChanged{All: c.All, Changed: c.Changed, Down: c.Down})
+	r.e.LinksChanged(responder.LinksChanged{All: c.All, Changed: c.Changed, Down: c.Down})
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herald-lb/herald/announce/internal/l2"
+	"github.com/herald-lb/herald/announce/internal/responder"
 	"github.com/herald-lb/herald/announce/netif"
 	"github.com/herald-lb/herald/internal/netnstest"
 	mdarp "github.com/mdlayher/arp"
@@ -30,7 +30,7 @@ func testLogger(t *testing.T) *slog.Logger {
 // startIn starts a responder inside ns, closed at cleanup.
 func startIn(t *testing.T, ns *netnstest.NS, o Options) *Responder {
 	t.Helper()
-	h, err := l2.HostAt(ns.Handle())
+	h, err := responder.HostAt(ns.Handle())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestExactlyOneAnswer(t *testing.T) {
 	if got := p.ask(lbAddr, bcast, p.ip, silence); len(got) != 0 {
 		t.Fatalf("after Close, replies from %q", got)
 	}
-	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); !errors.Is(err, l2.ErrClosed) {
+	if err := ra.Set(map[netip.Addr][]string{lbAddr: {"eth0"}}); !errors.Is(err, responder.ErrClosed) {
 		t.Fatalf("Set after Close = %v", err)
 	}
 }

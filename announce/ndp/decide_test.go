@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herald-lb/herald/announce/internal/l2"
+	"github.com/herald-lb/herald/announce/internal/responder"
 )
 
 // These tests need no privileges: decide is pure, and Serve runs over an
@@ -167,10 +167,10 @@ func TestServeFakeConn(t *testing.T) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	fc := newFakeConn()
-	l := newLink(fc, l2.Iface{Name: "eth0", Index: ifindexA, MAC: macA, Up: true}, log)
-	var c l2.Counters
+	l := newLink(fc, responder.Iface{Name: "eth0", Index: ifindexA, MAC: macA, Up: true}, log)
+	var c responder.Counters
 	served := make(chan error, 1)
-	go func() { served <- l.Serve(l2.NewOwned(lb), &c) }()
+	go func() { served <- l.Serve(responder.NewOwned(lb), &c) }()
 	if err := l.Update([]netip.Addr{lb}); err != nil {
 		t.Fatal(err)
 	}

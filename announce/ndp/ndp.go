@@ -19,7 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/herald-lb/herald/announce/internal/l2"
+	"github.com/herald-lb/herald/announce/internal/responder"
 	"github.com/vishvananda/netns"
 )
 
@@ -34,8 +34,8 @@ type Options struct {
 	// once.
 	GratuitousInterval time.Duration
 
-	host    *l2.Host // tests and NewAt: the network namespace to work in
-	ownHost bool     // NewAt: Close closes host
+	host    *responder.Host // tests and NewAt: the network namespace to work in
+	ownHost bool            // NewAt: Close closes host
 }
 
 // Counters are one interface's cumulative counters.
@@ -53,7 +53,7 @@ type Stats map[string]Counters
 
 // Responder answers neighbour solicitations for a desired set of addresses.
 type Responder struct {
-	e *l2.Engine
+	e *responder.Engine
 }
 
 // New starts a responder with nothing to answer for. It removes the local
@@ -64,12 +64,12 @@ func New(o Options) *Responder {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("proto", "ndp")
-	return &Responder{e: l2.New(l2.Config{
+	return &Responder{e: responder.New(responder.Config{
 		Proto:   proto{log: log, noMatch: new(atomic.Bool)},
 		Host:    o.host,
 		OwnHost: o.ownHost,
 		Logger:  log,
-		Timing:  l2.Timing{Gratuitous: o.Gratuitous, Interval: o.GratuitousInterval},
+		Timing:  responder.Timing{Gratuitous: o.Gratuitous, Interval: o.GratuitousInterval},
 	})}
 }
 
@@ -83,7 +83,7 @@ func New(o Options) *Responder {
 func (r *Responder) Set(desired map[netip.Addr][]string) error { return r.e.Set(desired) }
 
 // Reannounce sends a new round of unsolicited neighbour advertisements
-// for every address answered now (see l2.Engine.Reannounce).
+// for every address answered now (see responder.Engine.Reannounce).
 func (r *Responder) Reannounce() { r.e.Reannounce() }
 
 // Close stops answering, releases the sockets and removes the local routes.
@@ -93,7 +93,7 @@ func (r *Responder) Close() error { return r.e.Close() }
 // of the process's (tests, and agents that run in a namespace of their
 // own). ns stays owned by the caller and must stay open until Close.
 func NewAt(ns netns.NsHandle, o Options) (*Responder, error) {
-	h, err := l2.HostAt(ns)
+	h, err := responder.HostAt(ns)
 	if err != nil {
 		return nil, fmt.Errorf("netlink in namespace: %w", err)
 	}
@@ -134,7 +134,7 @@ func (proto) Check(a netip.Addr) (netip.Addr, error) {
 	return a, nil
 }
 
-func (p proto) Gain(h *l2.Host, a netip.Addr) error {
+func (p proto) Gain(h *responder.Host, a netip.Addr) error {
 	if p.noMatch.Load() {
 		return errRuleMatch
 	}
@@ -145,10 +145,10 @@ func (p proto) Gain(h *l2.Host, a netip.Addr) error {
 	}
 	return err
 }
-func (proto) Lose(h *l2.Host, a netip.Addr) error { return delLocalRoute(h, a) }
-func (proto) Reset(h *l2.Host) (int, error)       { return removeOwnRoutes(h) }
+func (proto) Lose(h *responder.Host, a netip.Addr) error { return delLocalRoute(h, a) }
+func (proto) Reset(h *responder.Host) (int, error)       { return removeOwnRoutes(h) }
 
-func (p proto) Open(h *l2.Host, ifi l2.Iface) (l2.Link, error) {
+func (p proto) Open(h *responder.Host, ifi responder.Iface) (responder.Link, error) {
 	var c *icmpConn
 	err := h.Do(func() (err error) {
 		c, err = openICMP(ifi.Index)
@@ -160,13 +160,13 @@ func (p proto) Open(h *l2.Host, ifi l2.Iface) (l2.Link, error) {
 	return newLink(c, ifi, p.log), nil
 }
 
-func newLink(c conn, ifi l2.Iface, log *slog.Logger) *link {
+func newLink(c conn, ifi responder.Iface, log *slog.Logger) *link {
 	return &link{c: c, ifi: ifi, log: log.With("interface", ifi.Name), groups: map[netip.Addr]bool{}}
 }
 
 type link struct {
 	c      conn
-	ifi    l2.Iface
+	ifi    responder.Iface
 	log    *slog.Logger
 	groups map[netip.Addr]bool // joined solicited-node groups (engine lock)
 }
@@ -206,7 +206,7 @@ func (l *link) Announce(a netip.Addr) error {
 	return l.c.write(marshalNA(a, l.ifi.MAC, false), allNodes)
 }
 
-func (l *link) Serve(owned *l2.Owned, c *l2.Counters) error {
+func (l *link) Serve(owned *responder.Owned, c *responder.Counters) error {
 	buf := make([]byte, 1500)
 	for {
 		n, pi, err := l.c.read(buf)

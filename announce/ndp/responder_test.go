@@ -19,7 +19,7 @@ import (
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
-	"github.com/herald-lb/herald/announce/internal/l2"
+	"github.com/herald-lb/herald/announce/internal/responder"
 	"github.com/herald-lb/herald/announce/netif"
 	"github.com/herald-lb/herald/internal/netnstest"
 )
@@ -33,9 +33,9 @@ func testLogger(t *testing.T) *slog.Logger {
 	return nil
 }
 
-func hostIn(t *testing.T, ns *netnstest.NS) *l2.Host {
+func hostIn(t *testing.T, ns *netnstest.NS) *responder.Host {
 	t.Helper()
-	h, err := l2.HostAt(ns.Handle())
+	h, err := responder.HostAt(ns.Handle())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -812,7 +812,7 @@ func TestRuleWithoutTheICMPv6Match(t *testing.T) {
 		a := netnstest.NewLAN(lab, 1).Nodes[0]
 		var adds atomic.Int32
 		realAdd := ruleAdd
-		ruleAdd = func(h *l2.Host, r *netlink.Rule) error {
+		ruleAdd = func(h *responder.Host, r *netlink.Rule) error {
 			adds.Add(1)
 			dropped := *r
 			dropped.IPProto = 0

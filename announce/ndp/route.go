@@ -7,7 +7,7 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/herald-lb/herald/announce/internal/l2"
+	"github.com/herald-lb/herald/announce/internal/responder"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -86,7 +86,7 @@ func icmpRule() *netlink.Rule {
 }
 
 // ownRules lists the IPv6 rules marked with RouteProtocol.
-func ownRules(h *l2.Host) ([]netlink.Rule, error) {
+func ownRules(h *responder.Host) ([]netlink.Rule, error) {
 	rs, err := h.NL.RuleList(netlink.FAMILY_V6)
 	if err != nil {
 		return nil, fmt.Errorf("listing IPv6 rules: %w", err)
@@ -103,7 +103,7 @@ func ownRules(h *l2.Host) ([]netlink.Rule, error) {
 // ruleAdd adds a rule: a seam for the test that stands for a kernel which
 // drops a match it does not know (FRA_IP_PROTO is Linux 4.17's; an older
 // kernel ignores the attribute and adds the rule for every protocol).
-var ruleAdd = func(h *l2.Host, r *netlink.Rule) error { return h.NL.RuleAdd(r) }
+var ruleAdd = func(h *responder.Host, r *netlink.Rule) error { return h.NL.RuleAdd(r) }
 
 // errRuleMatch is why no local route is made on a kernel that dropped the
 // rule's ICMPv6 match.
@@ -120,7 +120,7 @@ func isICMPRule(r netlink.Rule) bool {
 // edit) would send every protocol to the table, so it is removed, and when
 // the kernel drops the match of the rule just added, that rule is removed
 // too and ensureRule fails with errRuleMatch.
-func ensureRule(h *l2.Host) error {
+func ensureRule(h *responder.Host) error {
 	rs, err := ownRules(h)
 	if err != nil {
 		return err
@@ -154,7 +154,7 @@ func ensureRule(h *l2.Host) error {
 	return errors.Join(append([]error{errRuleMatch}, errs...)...)
 }
 
-func delRule(h *l2.Host, r netlink.Rule) error {
+func delRule(h *responder.Host, r netlink.Rule) error {
 	if err := h.NL.RuleDel(&r); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("removing rule %d (protocol %d, no ICMPv6 match): %w", r.Priority, RouteProtocol, err)
 	}
@@ -166,7 +166,7 @@ func delRule(h *l2.Host, r netlink.Rule) error {
 // (kube-proxy's IPVS mode puts Service addresses on kube-ipvs0). The latter
 // is left alone: a is local, which is all that is needed, and the kernel
 // answers solicitations only on the interface that has the address.
-func addLocalRoute(h *l2.Host, log *slog.Logger, a netip.Addr) error {
+func addLocalRoute(h *responder.Host, log *slog.Logger, a netip.Addr) error {
 	dst := hostRoute(a, 0).Dst
 	rs, err := h.NL.RouteListFiltered(netlink.FAMILY_V6,
 		&netlink.Route{Table: unix.RT_TABLE_LOCAL, Dst: dst}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
@@ -202,7 +202,7 @@ func addLocalRoute(h *l2.Host, log *slog.Logger, a netip.Addr) error {
 	return nil
 }
 
-func delLocalRoute(h *l2.Host, a netip.Addr) error {
+func delLocalRoute(h *responder.Host, a netip.Addr) error {
 	err := h.NL.RouteDel(hostRoute(a, 0))
 	if err != nil && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("removing local route for %s: %w", a, err)
@@ -212,7 +212,7 @@ func delLocalRoute(h *l2.Host, a netip.Addr) error {
 
 // ownRoutes lists the IPv6 routes marked with RouteProtocol, in any table
 // (RouteTable, and the local table where earlier releases put them).
-func ownRoutes(h *l2.Host) ([]netlink.Route, error) {
+func ownRoutes(h *responder.Host) ([]netlink.Route, error) {
 	return h.NL.RouteListFiltered(netlink.FAMILY_V6,
 		&netlink.Route{Table: unix.RT_TABLE_UNSPEC, Protocol: RouteProtocol},
 		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
@@ -220,7 +220,7 @@ func ownRoutes(h *l2.Host) ([]netlink.Route, error) {
 
 // removeOwnRoutes removes every IPv6 route and rule marked with
 // RouteProtocol and returns how many routes it removed.
-func removeOwnRoutes(h *l2.Host) (int, error) {
+func removeOwnRoutes(h *responder.Host) (int, error) {
 	rs, err := ownRoutes(h)
 	if err != nil {
 		return 0, fmt.Errorf("listing routes of protocol %d: %w", RouteProtocol, err)

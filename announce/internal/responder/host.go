@@ -1,9 +1,9 @@
-// Package l2 is the engine shared by the ARP and NDP responders: it keeps
+// Package responder is the engine shared by the ARP and NDP responders: it keeps
 // the desired state, opens and reopens one listener per interface, decides
 // which addresses each listener answers for, schedules gratuitous
 // announcements and keeps the counters. The protocol packages plug in the
 // sockets and the codecs.
-package l2
+package responder
 
 import (
 	"fmt"
