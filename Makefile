@@ -358,7 +358,6 @@ lint: verify-generated lint-shell alerts-check $(STATICCHECK)
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(NOCGO) $(GO) vet -tags e2e,integration,scale ./...
 	$(NOCGO) $(STATICCHECK) -tags e2e,integration,scale ./...
-	$(NOCGO) $(GO) build -tags tools -o /dev/null ./cmd/herald
 
 ## lint-shell: shellcheck the scripts, and test the lab library (a failing command fails a step; PID checks)
 lint-shell: shellcheck

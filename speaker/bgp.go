@@ -144,7 +144,7 @@ func leftError(l plan.BGPIssue) error {
 // syncBGP applies the node's BGP plan when it changed, and logs what had to
 // be left out of it once per change. It returns the names of the BGPPeers
 // the node keeps sessions with.
-func (a *Agent) syncBGP(ctx context.Context, in plan.Inputs, want plan.BGPDesired) (map[string]bool, error) {
+func (a *Agent) syncBGP(ctx context.Context, want plan.BGPDesired) (map[string]bool, error) {
 	st := buildBGP(want, func(peer string, _ plan.SecretRef) (string, error) { return a.password(ctx, peer) })
 	if p := errors.Join(st.problems...); p != nil && p.Error() != a.bgpProblems {
 		a.bgpProblems = p.Error()

@@ -289,7 +289,7 @@ func (a *Agent) sync(ctx context.Context) error {
 	// so the others (and its own plans) may count it. Before, it is a
 	// member that no election chooses.
 	a.ml.SetReady(true)
-	sessions, bgpErr := a.syncBGP(ctx, in, want.BGP)
+	sessions, bgpErr := a.syncBGP(ctx, want.BGP)
 	if bgpErr == nil {
 		a.ready.Store(true)
 	}

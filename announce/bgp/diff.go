@@ -69,11 +69,6 @@ type PeerBFD struct {
 	Profile *bfd.Profile
 }
 
-// Empty reports whether the plan changes nothing.
-func (p *Plan) Empty() bool {
-	return len(p.Remove) == 0 && len(p.Add) == 0 && len(p.Update) == 0 && len(p.BFD) == 0
-}
-
 // bfdEqual reports whether two (normalized) peers run the same BFD.
 func bfdEqual(a, b *bfd.Profile) bool {
 	if a == nil || b == nil {

@@ -147,7 +147,7 @@ func TestDiff(t *testing.T) {
 			if got := summary(Diff(tc.old, tc.next)); got != tc.want {
 				t.Errorf("Diff:\n got %s\nwant %s", got, tc.want)
 			}
-			if p := Diff(tc.next, tc.next); !p.Empty() {
+			if p := Diff(tc.next, tc.next); !p.empty() {
 				t.Errorf("Diff(next, next) is not empty: %s", summary(p))
 			}
 		})
@@ -278,4 +278,9 @@ func BenchmarkDiff(b *testing.B) {
 			b.Fatalf("plan: %d updates", len(p.Update))
 		}
 	}
+}
+
+// empty reports whether the plan changes nothing.
+func (p *Plan) empty() bool {
+	return len(p.Remove) == 0 && len(p.Add) == 0 && len(p.Update) == 0 && len(p.BFD) == 0
 }

@@ -64,7 +64,7 @@ type Decision struct {
 	Warnings []string
 }
 
-// Decide judges req against current, the configuration objects stored in the
+// DecideWith judges req against current, the configuration objects stored in the
 // install namespace now: the configuration with the request applied is
 // resolved exactly as the controller and the speakers resolve it
 // (config.ParseKeepingLastValid), and
@@ -83,12 +83,9 @@ type Decision struct {
 //
 // Objects that are broken already and stay as they were never refuse an
 // unrelated request.
-func Decide(current config.Objects, req Request) Decision {
-	return DecideWith(current, config.ParseKeepingLastValid(current), req)
-}
-
-// DecideWith is Decide with the resolution of current already made
-// (config.ParseKeepingLastValid(current)).
+//
+// resolved is the resolution of current, made by the caller (the webhook
+// keeps it with its snapshot): config.ParseKeepingLastValid(current).
 func DecideWith(current config.Objects, resolved config.Resolved, req Request) Decision {
 	after, err := apply(current, req)
 	if err != nil {

@@ -239,7 +239,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Decide(tc.current, tc.req)
+			got := decide(tc.current, tc.req)
 			if got.Allowed != tc.allowed {
 				t.Fatalf("allowed = %v, want %v (message %q, warnings %q)", got.Allowed, tc.allowed, got.Message, got.Warnings)
 			}
@@ -268,7 +268,7 @@ func TestDecideSameTextAsCondition(t *testing.T) {
 		bgpAdv("adv", 5, "mine", "typo", "65000:99999"),
 		peer("p", 5, "not-an-address"),
 	} {
-		got := Decide(current, Request{Operation: Create, Object: o, Kind: kindOf(o), Name: o.GetName()})
+		got := decide(current, Request{Operation: Create, Object: o, Kind: kindOf(o), Name: o.GetName()})
 		with := objects(o)
 		with.Pools = append(with.Pools, current.Pools...)
 		with.Communities = append(with.Communities, current.Communities...)
@@ -278,4 +278,9 @@ func TestDecideSameTextAsCondition(t *testing.T) {
 			t.Errorf("%s %s: got allowed=%v %q, want refused with %q", kindOf(o), o.GetName(), got.Allowed, got.Message, want)
 		}
 	}
+}
+
+// decide is DecideWith with the resolution made from current.
+func decide(current config.Objects, req Request) Decision {
+	return DecideWith(current, config.ParseKeepingLastValid(current), req)
 }

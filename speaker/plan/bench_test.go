@@ -158,7 +158,7 @@ func TestBenchInputsBGP(t *testing.T) {
 			merged++
 		}
 	}
-	by := res.BGPNodesByService()
+	by := res.bgpNodesByService()
 	reasons := map[Reason]int{}
 	for _, s := range res.BGPSkipped {
 		reasons[s.Reason]++

@@ -11,6 +11,7 @@ import (
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/community"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // SecretRef names a key of a Secret in the install namespace. The zero
@@ -421,7 +422,7 @@ func sessionTemplate(cfg *config.Config, cp *config.Peer) BGPSession {
 	}
 	if cp.PasswordSecret != "" || cp.InlinePassword {
 		// An inline password reaches the speakers through the same copy.
-		s.PasswordSecret = SecretRef{cp.PasswordSecret, config.BGPPasswordKey}
+		s.PasswordSecret = SecretRef{cp.PasswordSecret, v1beta1.BGPPasswordKey}
 	}
 	if bp := cfg.BFDProfile(cp.BFDProfile); cp.BFDProfile != "" && bp != nil {
 		s.BFD = *bp
@@ -1416,20 +1417,6 @@ func (r Result) bgpNodeSet(addr netip.Addr) bitset {
 		return nil
 	}
 	return r.bgp.addrs[i].by
-}
-
-// BGPNodesByService maps the key of every Service advertised over BGP to
-// the nodes that advertise at least one of its addresses, sorted. Services
-// that no node advertises are absent.
-func (r Result) BGPNodesByService() map[string][]string {
-	out := map[string][]string{}
-	if r.bgp == nil {
-		return out
-	}
-	for key, set := range r.bgpSetsByService() {
-		out[key] = r.bgp.names(set, nil)
-	}
-	return out
 }
 
 // bgpSetsByService maps the key of every Service advertised over BGP to

@@ -478,7 +478,7 @@ func TestBGPRules(t *testing.T) {
 					}
 				}
 			}
-			got := res.BGPNodesByService()
+			got := res.bgpNodesByService()
 			if len(got) != len(byNode) {
 				t.Errorf("BGPNodesByService = %v, the routes say %v", got, byNode)
 			}
@@ -697,7 +697,7 @@ func TestBGPFromParse(t *testing.T) {
 	if got := renderRoutes(d); !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if len(d.Sessions) != 1 || d.Sessions[0].PasswordSecret != (SecretRef{"s", config.BGPPasswordKey}) {
+	if len(d.Sessions) != 1 || d.Sessions[0].PasswordSecret != (SecretRef{"s", v1beta1.BGPPasswordKey}) {
 		t.Errorf("sessions: %+v", d.Sessions)
 	}
 }
@@ -747,4 +747,18 @@ func joinStrings[T fmt.Stringer](vs []T) string {
 		ss[i] = v.String()
 	}
 	return strings.Join(ss, ",")
+}
+
+// bgpNodesByService maps the key of every Service advertised over BGP to
+// the nodes that advertise at least one of its addresses, sorted. Services
+// that no node advertises are absent.
+func (r Result) bgpNodesByService() map[string][]string {
+	out := map[string][]string{}
+	if r.bgp == nil {
+		return out
+	}
+	for key, set := range r.bgpSetsByService() {
+		out[key] = r.bgp.names(set, nil)
+	}
+	return out
 }

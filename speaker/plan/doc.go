@@ -241,7 +241,7 @@
 // to an IPv6 peer and the other way round (multiprotocol BGP); the session
 // manager chooses the next hop for each family.
 //
-// [Result.BGPNodes] and [Result.BGPNodesByService] give the nodes that
+// [Result.BGPNodes] and [Result.BGPNodeSetsByService] give the nodes that
 // advertise an address or a Service (a route covering the address, to at
 // least one peer, because the address qualifies there), for events when
 // that set changes; they are the nodes that write the Service's

@@ -81,9 +81,9 @@ func (s NodeSet) String() string {
 	return b.String()
 }
 
-// BGPNodeSetsByService is BGPNodesByService as NodeSets: for each Service
-// advertised over BGP, the nodes that advertise at least one of its
-// addresses.
+// BGPNodeSetsByService maps the key of every Service advertised over BGP to
+// the nodes that advertise at least one of its addresses. Services that no
+// node advertises are absent.
 func (r Result) BGPNodeSetsByService() map[string]NodeSet {
 	out := map[string]NodeSet{}
 	if r.bgp == nil {

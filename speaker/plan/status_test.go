@@ -391,7 +391,7 @@ func TestBGPStatusMatchesRoutes(t *testing.T) {
 				writers[st.Service] = append(writers[st.Service], n)
 			}
 		}
-		if byService := res.BGPNodesByService(); !reflect.DeepEqual(writers, byService) {
+		if byService := res.bgpNodesByService(); !reflect.DeepEqual(writers, byService) {
 			t.Fatalf("round %d: writers %v, advertising nodes %v", i, writers, byService)
 		}
 		sets := res.BGPNodeSetsByService()
