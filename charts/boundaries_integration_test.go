@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
-	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 )
 
@@ -156,7 +155,7 @@ func TestSpeakerStatusPolicyHoldsMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Labels["service.kubernetes.io/service-proxy-name"] != "" || len(got.OwnerReferences) != 0 || len(got.Finalizers) != 1 || got.Annotations[svcstatus.AnnotationPool] != "" {
+	if got.Labels["service.kubernetes.io/service-proxy-name"] != "" || len(got.OwnerReferences) != 0 || len(got.Finalizers) != 1 || got.Annotations[v1beta1.AnnotationIPAllocatedFromPool] != "" {
 		t.Errorf("the Service's metadata after the speaker's patches: labels %v, ownerReferences %v, finalizers %v, annotations %v", got.Labels, got.OwnerReferences, got.Finalizers, got.Annotations)
 	}
 }

@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
 	"github.com/herald-lb/herald/controller/webhook"
@@ -130,7 +129,7 @@ func TestControllerRunsWithChartRBAC(t *testing.T) {
 	})
 	waitFor("Secret "+ns+"/herald-memberlist created", func(ctx context.Context) (bool, error) {
 		s, err := admin.cs.CoreV1().Secrets(ns).Get(ctx, "herald-memberlist", metav1.GetOptions{})
-		return err == nil && len(s.Data[config.MemberlistKey]) == 32, nil
+		return err == nil && len(s.Data[v1beta1.MemberlistKey]) == 32, nil
 	})
 	waitFor("Service "+svcNS+"/lb given an address of pool addrs", func(ctx context.Context) (bool, error) {
 		s, err := admin.cs.CoreV1().Services(svcNS).Get(ctx, "lb", metav1.GetOptions{})
@@ -331,7 +330,7 @@ func TestSpeakerRunsWithChartRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(admin.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-memberlist"},
-		Data: map[string][]byte{config.MemberlistKey: bytes.Repeat([]byte{7}, 32)}}))
+		Data: map[string][]byte{v1beta1.MemberlistKey: bytes.Repeat([]byte{7}, 32)}}))
 	must(admin.c.Create(ctx, &v1beta1.IPAddressPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lan"},
 		Spec: v1beta1.IPAddressPoolSpec{Addresses: []string{"192.0.2.64/28"}}}))
 	must(admin.c.Create(ctx, &v1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lan"},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/configobjs"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // EventPasswordSecretInvalid is the Warning on a BGPPeer whose
@@ -73,10 +74,10 @@ func passwordData(peers []peerSecret, get func(name string) (*corev1.Secret, err
 			problems[p.peer] = fmt.Sprintf("Secret %s: %v", p.secret, err)
 		case s.Type != corev1.SecretTypeBasicAuth:
 			problems[p.peer] = fmt.Sprintf("Secret %s is of type %q, want %s", p.secret, s.Type, corev1.SecretTypeBasicAuth)
-		case len(s.Data[config.BGPPasswordKey]) == 0:
-			problems[p.peer] = fmt.Sprintf("Secret %s has no %q", p.secret, config.BGPPasswordKey)
+		case len(s.Data[v1beta1.BGPPasswordKey]) == 0:
+			problems[p.peer] = fmt.Sprintf("Secret %s has no %q", p.secret, v1beta1.BGPPasswordKey)
 		default:
-			data[p.peer] = s.Data[config.BGPPasswordKey]
+			data[p.peer] = s.Data[v1beta1.BGPPasswordKey]
 		}
 	}
 	return data, problems

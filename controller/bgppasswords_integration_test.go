@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
 )
 
@@ -44,7 +43,7 @@ func TestBGPPasswordCopy(t *testing.T) {
 		t.Helper()
 		e.eventually(15*time.Second, func() string {
 			var s corev1.Secret
-			if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: config.DefaultBGPPasswordsSecret}, &s); err != nil {
+			if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: v1beta1.DefaultBGPPasswordsSecret}, &s); err != nil {
 				return fmt.Sprintf("%s: %v", what, err)
 			}
 			got := map[string]string{}

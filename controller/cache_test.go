@@ -25,7 +25,6 @@ import (
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller/svclb"
-	"github.com/herald-lb/herald/ipam"
 )
 
 // The controller's cache holds Services, EndpointSlices, Nodes and svclb
@@ -92,13 +91,13 @@ func otherMeta(m *metav1.ObjectMeta) {
 func controllerServices() []corev1.Service {
 	annotations := []map[string]string{
 		nil,
-		{ipam.AnnotationLoadBalancerIPs: "10.0.0.5", ipam.AnnotationAddressPool: "addrs"},
-		{ipam.AnnotationMetalLBLoadBalancerIPs: "10.0.0.6,fd00::6", ipam.AnnotationMetalLBAllowSharedIP: "k"},
-		{ipam.AnnotationMetalLBDeprecatedAddressPool: "addrs", ipam.AnnotationMetalLBDeprecatedAllowSharedIP: "old", ipam.AnnotationAllowSharedIP: "new"},
-		{ipam.AnnotationLoadBalancerIPs: "bogus"},
-		{svcstatus.AnnotationPool: "nodes", svclb.AnnotationPriorityClass: "high", svclb.AnnotationTolerations: `[{"key":"k","operator":"Exists"}]`},
-		{svcstatus.AnnotationPool: "nodes", svclb.K3sAnnotationPriorityClass: "Not_A_Name", svclb.K3sAnnotationTolerations: "- key: a\n  operator: Exists\n"},
-		{ipam.AnnotationMetalLBAddressPool: "addrs", ipam.AnnotationAddressPool: "other"},
+		{v1beta1.AnnotationLoadBalancerIPs: "10.0.0.5", v1beta1.AnnotationAddressPool: "addrs"},
+		{v1beta1.AnnotationMetalLBLoadBalancerIPs: "10.0.0.6,fd00::6", v1beta1.AnnotationMetalLBAllowSharedIP: "k"},
+		{v1beta1.AnnotationMetalLBDeprecatedAddressPool: "addrs", v1beta1.AnnotationMetalLBDeprecatedAllowSharedIP: "old", v1beta1.AnnotationAllowSharedIP: "new"},
+		{v1beta1.AnnotationLoadBalancerIPs: "bogus"},
+		{v1beta1.AnnotationIPAllocatedFromPool: "nodes", v1beta1.AnnotationSvcLBPriorityClass: "high", v1beta1.AnnotationSvcLBTolerations: `[{"key":"k","operator":"Exists"}]`},
+		{v1beta1.AnnotationIPAllocatedFromPool: "nodes", v1beta1.K3sAnnotationPriorityClass: "Not_A_Name", v1beta1.K3sAnnotationTolerations: "- key: a\n  operator: Exists\n"},
+		{v1beta1.AnnotationMetalLBAddressPool: "addrs", v1beta1.AnnotationAddressPool: "other"},
 	}
 	var out []corev1.Service
 	i := 0
@@ -122,7 +121,7 @@ func controllerServices() []corev1.Service {
 							s.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24", "2001:db8::/32"}
 						}
 						if i%4 == 0 {
-							s.Labels = map[string]string{"app": "x", svclb.LabelLBPool: "edge"}
+							s.Labels = map[string]string{"app": "x", v1beta1.K3sLabelLBPool: "edge"}
 						}
 						if ann != nil {
 							s.Annotations = map[string]string{}
@@ -165,10 +164,10 @@ func controllerNodes() []corev1.Node {
 				corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("fd00::%d", i+1)})
 		}
 		if i%4 == 1 {
-			n.Labels[svclb.NodeLabelEnableLB] = "true"
+			n.Labels[v1beta1.K3sNodeLabelEnableLB] = "true"
 		}
 		if i%6 == 2 {
-			n.Labels[svclb.LabelLBPool] = "edge"
+			n.Labels[v1beta1.K3sLabelLBPool] = "edge"
 		}
 		otherMeta(&n.ObjectMeta)
 		out = append(out, n)

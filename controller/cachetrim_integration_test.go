@@ -84,7 +84,7 @@ func TestTrimmedCacheWritesKeepFields(t *testing.T) {
 	ds := e.waitDS(cur)
 	e.svclbPod(cur, n1, true)
 	cur = e.waitIPs("web", "10.0.12.1")
-	if cur.Annotations[svcstatus.AnnotationPool] != "nodes" || svcstatus.Condition(cur) == nil {
+	if cur.Annotations[v1beta1.AnnotationIPAllocatedFromPool] != "nodes" || svcstatus.Condition(cur) == nil {
 		t.Fatalf("no pool annotation or condition: %v %+v", cur.Annotations, cur.Status.Conditions)
 	}
 	keeps(cur, "after the pool annotation and status were written")
@@ -139,7 +139,7 @@ func TestTrimmedCacheWritesKeepFields(t *testing.T) {
 	}
 	cur = e.waitIPs("web", "10.212.0.7")
 	e.eventually(15*time.Second, func() string {
-		if cur = e.get("web"); cur.Annotations[svcstatus.AnnotationPool] != "" {
+		if cur = e.get("web"); cur.Annotations[v1beta1.AnnotationIPAllocatedFromPool] != "" {
 			return fmt.Sprintf("pool annotation still there: %v", cur.Annotations)
 		}
 		return ""

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/ipam"
@@ -34,7 +33,7 @@ func TestAssignAndStatus(t *testing.T) {
 	if c := svcstatus.Condition(s); c == nil || c.Status != metav1.ConditionTrue || c.Reason != svcstatus.ReasonAllocated || c.Message != `192.0.2.10 from pool "lan"` {
 		t.Errorf("condition = %+v", c)
 	}
-	if a, ok := s.Annotations[svcstatus.AnnotationPool]; ok {
+	if a, ok := s.Annotations[v1beta1.AnnotationIPAllocatedFromPool]; ok {
 		t.Errorf("pool annotation %q written for an address pool", a)
 	}
 	e.waitEvent(e.app, "web", EventAllocated, `assigned 192.0.2.10 from pool "lan"`)
@@ -89,12 +88,12 @@ func TestRequestedAddresses(t *testing.T) {
 	e.startController()
 
 	e.svc("by-spec", func(s *corev1.Service) { s.Spec.LoadBalancerIP = "192.0.2.5" })
-	e.svc("by-annotation", annotate(ipam.AnnotationLoadBalancerIPs, "192.0.2.7"))
-	e.svc("by-metallb", annotate(ipam.AnnotationMetalLBLoadBalancerIPs, "192.0.2.9"))
-	e.svc("outside", annotate(ipam.AnnotationLoadBalancerIPs, "198.51.100.1"))
-	e.svc("both", annotate(ipam.AnnotationLoadBalancerIPs, "192.0.2.1", ipam.AnnotationMetalLBLoadBalancerIPs, "192.0.2.2"))
-	e.svc("family", annotate(ipam.AnnotationLoadBalancerIPs, "2001:db8::5"))
-	e.svc("taken", annotate(ipam.AnnotationLoadBalancerIPs, "192.0.2.5"))
+	e.svc("by-annotation", annotate(v1beta1.AnnotationLoadBalancerIPs, "192.0.2.7"))
+	e.svc("by-metallb", annotate(v1beta1.AnnotationMetalLBLoadBalancerIPs, "192.0.2.9"))
+	e.svc("outside", annotate(v1beta1.AnnotationLoadBalancerIPs, "198.51.100.1"))
+	e.svc("both", annotate(v1beta1.AnnotationLoadBalancerIPs, "192.0.2.1", v1beta1.AnnotationMetalLBLoadBalancerIPs, "192.0.2.2"))
+	e.svc("family", annotate(v1beta1.AnnotationLoadBalancerIPs, "2001:db8::5"))
+	e.svc("taken", annotate(v1beta1.AnnotationLoadBalancerIPs, "192.0.2.5"))
 
 	e.waitIPs("by-spec", "192.0.2.5")
 	e.waitIPs("by-annotation", "192.0.2.7")
@@ -112,20 +111,20 @@ func TestSharing(t *testing.T) {
 	e := newEnv(t)
 	e.pool("lan", []string{"192.0.2.0/29"})
 	e.startController()
-	e.svc("a", annotate(ipam.AnnotationAllowSharedIP, "k1", ipam.AnnotationLoadBalancerIPs, "192.0.2.3"))
+	e.svc("a", annotate(v1beta1.AnnotationAllowSharedIP, "k1", v1beta1.AnnotationLoadBalancerIPs, "192.0.2.3"))
 	e.waitIPs("a", "192.0.2.3")
-	e.svc("b", port(443), annotate(ipam.AnnotationMetalLBAllowSharedIP, "k1", ipam.AnnotationLoadBalancerIPs, "192.0.2.3"))
+	e.svc("b", port(443), annotate(v1beta1.AnnotationMetalLBAllowSharedIP, "k1", v1beta1.AnnotationLoadBalancerIPs, "192.0.2.3"))
 	e.waitIPs("b", "192.0.2.3")
-	e.svc("other-key", port(8443), annotate(ipam.AnnotationAllowSharedIP, "k2", ipam.AnnotationLoadBalancerIPs, "192.0.2.3"))
+	e.svc("other-key", port(8443), annotate(v1beta1.AnnotationAllowSharedIP, "k2", v1beta1.AnnotationLoadBalancerIPs, "192.0.2.3"))
 	e.waitEvent(e.app, "other-key", string(ipam.AddressInUse), "sharing key differs")
-	e.svc("port-clash", annotate(ipam.AnnotationAllowSharedIP, "k1", ipam.AnnotationLoadBalancerIPs, "192.0.2.3"))
+	e.svc("port-clash", annotate(v1beta1.AnnotationAllowSharedIP, "k1", v1beta1.AnnotationLoadBalancerIPs, "192.0.2.3"))
 	e.waitEvent(e.app, "port-clash", string(ipam.AddressInUse), "TCP/80")
 	e.svc("local", port(9000), func(s *corev1.Service) {
 		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-	}, annotate(ipam.AnnotationAllowSharedIP, "k1", ipam.AnnotationLoadBalancerIPs, "192.0.2.3"))
+	}, annotate(v1beta1.AnnotationAllowSharedIP, "k1", v1beta1.AnnotationLoadBalancerIPs, "192.0.2.3"))
 	e.waitEvent(e.app, "local", string(ipam.AddressInUse), "externalTrafficPolicy")
 	// Without a requested address, a Service of the same key joins the shared address.
-	e.svc("joiner", port(7000), annotate(ipam.AnnotationAllowSharedIP, "k1"))
+	e.svc("joiner", port(7000), annotate(v1beta1.AnnotationAllowSharedIP, "k1"))
 	e.waitIPs("joiner", "192.0.2.3")
 }
 
@@ -171,9 +170,9 @@ func TestPoolSelection(t *testing.T) {
 	e.waitIPs("a", "192.0.2.0") // scoped pools do not match, manual is not auto-assigned
 	e.svc("web", func(s *corev1.Service) { s.Labels = map[string]string{"tier": "web"} })
 	e.waitIPs("web", "203.0.113.8")
-	e.svc("manual", annotate(ipam.AnnotationAddressPool, "manual"))
+	e.svc("manual", annotate(v1beta1.AnnotationAddressPool, "manual"))
 	e.waitIPs("manual", "203.0.113.0")
-	e.svc("unknown", annotate(ipam.AnnotationMetalLBAddressPool, "nope"))
+	e.svc("unknown", annotate(v1beta1.AnnotationMetalLBAddressPool, "nope"))
 	e.waitEvent(e.app, "unknown", string(ipam.UnknownPool), "nope")
 
 	// Labelling the namespace makes the prod pool the better match for new
@@ -318,13 +317,13 @@ func TestMemberlistSecret(t *testing.T) {
 	var first []byte
 	e.eventually(10*time.Second, func() string {
 		var s corev1.Secret
-		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: config.DefaultMemberlistSecret}, &s); err != nil {
+		if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: v1beta1.DefaultMemberlistSecret}, &s); err != nil {
 			return err.Error()
 		}
-		if len(s.Data[config.MemberlistKey]) != 32 {
-			return fmt.Sprintf("key has %d bytes", len(s.Data[config.MemberlistKey]))
+		if len(s.Data[v1beta1.MemberlistKey]) != 32 {
+			return fmt.Sprintf("key has %d bytes", len(s.Data[v1beta1.MemberlistKey]))
 		}
-		first = s.Data[config.MemberlistKey]
+		first = s.Data[v1beta1.MemberlistKey]
 		return ""
 	})
 	h.stop()
@@ -336,10 +335,10 @@ func TestMemberlistSecret(t *testing.T) {
 		return ""
 	})
 	var s corev1.Secret
-	if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: config.DefaultMemberlistSecret}, &s); err != nil {
+	if err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: v1beta1.DefaultMemberlistSecret}, &s); err != nil {
 		t.Fatal(err)
 	}
-	if string(s.Data[config.MemberlistKey]) != string(first) {
+	if string(s.Data[v1beta1.MemberlistKey]) != string(first) {
 		t.Error("a restart replaced the memberlist key")
 	}
 }

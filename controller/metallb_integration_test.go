@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/herald-lb/herald/config/svcstatus"
-	"github.com/herald-lb/herald/ipam"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // metallbAssigned writes a Service's status as MetalLB's controller left it:
@@ -39,10 +39,10 @@ func TestTakesOverMetalLBAssignments(t *testing.T) {
 	e.pool("lan", []string{"192.0.2.0/28", "fd00:10::/124"})
 	dual := corev1.IPFamilyPolicyRequireDualStack
 	e.svc("mid")
-	e.svc("sh1", annotate(ipam.AnnotationMetalLBAllowSharedIP, "k"))
-	e.svc("sh2", port(443), annotate(ipam.AnnotationMetalLBAllowSharedIP, "k"))
-	e.svc("old1", annotate(ipam.AnnotationMetalLBDeprecatedAllowSharedIP, "j"))
-	e.svc("old2", port(443), annotate(ipam.AnnotationMetalLBDeprecatedAllowSharedIP, "j"))
+	e.svc("sh1", annotate(v1beta1.AnnotationMetalLBAllowSharedIP, "k"))
+	e.svc("sh2", port(443), annotate(v1beta1.AnnotationMetalLBAllowSharedIP, "k"))
+	e.svc("old1", annotate(v1beta1.AnnotationMetalLBDeprecatedAllowSharedIP, "j"))
+	e.svc("old2", port(443), annotate(v1beta1.AnnotationMetalLBDeprecatedAllowSharedIP, "j"))
 	e.svc("dual", func(s *corev1.Service) {
 		s.Spec.IPFamilyPolicy = &dual
 		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}

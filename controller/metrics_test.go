@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/herald-lb/herald/ipam"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // TestUnassignedMetric: herald_controller_service_unassigned names the
@@ -33,7 +33,7 @@ func TestUnassignedMetric(t *testing.T) {
 	if err := e.cache.Get(e.ctx, types.NamespacedName{Namespace: "app", Name: "c"}, &c); err != nil {
 		t.Fatal(err)
 	}
-	c.Annotations = map[string]string{ipam.AnnotationLoadBalancerIPs: "garbage"}
+	c.Annotations = map[string]string{v1beta1.AnnotationLoadBalancerIPs: "garbage"}
 	if err := e.cache.Update(e.ctx, &c); err != nil {
 		t.Fatal(err)
 	}

@@ -212,7 +212,7 @@ func TestReconcilePath(t *testing.T) {
 	if err := e.cache.Get(e.ctx, types.NamespacedName{Namespace: "app", Name: "c"}, &c); err != nil {
 		t.Fatal(err)
 	}
-	c.Annotations = map[string]string{ipam.AnnotationLoadBalancerIPs: "garbage"}
+	c.Annotations = map[string]string{v1beta1.AnnotationLoadBalancerIPs: "garbage"}
 	if err := e.cache.Update(e.ctx, &c); err != nil {
 		t.Fatal(err)
 	}

@@ -58,9 +58,9 @@ func TestRestartKeepsRefusedEdits(t *testing.T) {
 	h := e.startController()
 	e.svc("garbage")
 	e.waitIPs("garbage", "192.0.2.1")
-	e.svc("shared1", annotate(ipam.AnnotationAllowSharedIP, "k"))
+	e.svc("shared1", annotate(v1beta1.AnnotationAllowSharedIP, "k"))
 	e.waitIPs("shared1", "192.0.2.2")
-	e.svc("shared2", port(443), annotate(ipam.AnnotationMetalLBAllowSharedIP, "k"))
+	e.svc("shared2", port(443), annotate(v1beta1.AnnotationMetalLBAllowSharedIP, "k"))
 	e.waitIPs("shared2", "192.0.2.2")
 	e.svc("wants-taken")
 	e.waitIPs("wants-taken", "192.0.2.3")
@@ -71,9 +71,9 @@ func TestRestartKeepsRefusedEdits(t *testing.T) {
 	// Refused edits: a malformed request; both annotation names with
 	// different sharing keys on one of two sharers (a half-done migration);
 	// a request for an address someone else holds.
-	e.updateSvc("garbage", annotate(ipam.AnnotationLoadBalancerIPs, "not-an-address"))
-	e.updateSvc("shared1", annotate(ipam.AnnotationMetalLBAllowSharedIP, "k-new"))
-	e.updateSvc("wants-taken", annotate(ipam.AnnotationLoadBalancerIPs, "192.0.2.1"))
+	e.updateSvc("garbage", annotate(v1beta1.AnnotationLoadBalancerIPs, "not-an-address"))
+	e.updateSvc("shared1", annotate(v1beta1.AnnotationMetalLBAllowSharedIP, "k-new"))
+	e.updateSvc("wants-taken", annotate(v1beta1.AnnotationLoadBalancerIPs, "192.0.2.1"))
 	e.waitEvent(e.app, "garbage", string(ipam.BadRequest), "not-an-address")
 	e.waitEvent(e.app, "shared1", string(ipam.BadRequest), "are both set")
 	e.waitEvent(e.app, "wants-taken", string(ipam.AddressInUse), "held by")
@@ -167,7 +167,7 @@ func TestWaitersWokenByMovesOldestFirst(t *testing.T) {
 		e.waitEvent(e.app, n, string(ipam.PoolExhausted), "")
 		time.Sleep(1100 * time.Millisecond)
 	}
-	e.updateSvc("mover", annotate(ipam.AnnotationAddressPool, "other"))
+	e.updateSvc("mover", annotate(v1beta1.AnnotationAddressPool, "other"))
 	e.waitIPs("mover", "192.0.2.9")
 	e.waitIPs("w3-old", "192.0.2.1")
 	e.deleteSvc("stay")
@@ -434,7 +434,7 @@ func TestEventsOnceAndQuietRestart(t *testing.T) {
 		t.Errorf("allocation errors counted %d times, want 1", got)
 	}
 	// The reason changes: one more warning.
-	e.updateSvc("waiter", annotate(ipam.AnnotationAddressPool, "ghost"))
+	e.updateSvc("waiter", annotate(v1beta1.AnnotationAddressPool, "ghost"))
 	e.waitEvent(e.app, "waiter", string(ipam.UnknownPool), "ghost")
 
 	// Restart with nothing changed: no write, no event.
@@ -481,13 +481,13 @@ func TestRestartKeepsSharersAfterRefusedEdits(t *testing.T) {
 	e := newEnv(t)
 	e.pool("one", []string{"192.0.2.1/32"})
 	h := e.startController()
-	e.svc("older", annotate(ipam.AnnotationAllowSharedIP, "k"))
+	e.svc("older", annotate(v1beta1.AnnotationAllowSharedIP, "k"))
 	e.waitIPs("older", "192.0.2.1")
 	time.Sleep(1100 * time.Millisecond) // creationTimestamp has one-second resolution: the younger must be younger
-	e.svc("younger", port(443), annotate(ipam.AnnotationAllowSharedIP, "k"))
+	e.svc("younger", port(443), annotate(v1beta1.AnnotationAllowSharedIP, "k"))
 	e.waitIPs("younger", "192.0.2.1")
 
-	e.updateSvc("older", annotate(ipam.AnnotationAllowSharedIP, "k-new"))
+	e.updateSvc("older", annotate(v1beta1.AnnotationAllowSharedIP, "k-new"))
 	e.waitEvent(e.app, "older", string(ipam.PoolExhausted), "")
 	e.updateSvc("younger", func(s *corev1.Service) { s.Spec.Ports[0].Port = 80 })
 	e.waitEvent(e.app, "younger", string(ipam.PoolExhausted), "")
@@ -501,7 +501,7 @@ func TestRestartKeepsSharersAfterRefusedEdits(t *testing.T) {
 		}
 	}
 	// Undone, the edits are nothing: both still share under "k".
-	e.updateSvc("older", annotate(ipam.AnnotationAllowSharedIP, "k"))
+	e.updateSvc("older", annotate(v1beta1.AnnotationAllowSharedIP, "k"))
 	e.updateSvc("younger", func(s *corev1.Service) { s.Spec.Ports[0].Port = 443 })
 	e.restartQuiet(h, "older", "younger")
 	e.assertAddrs(want)

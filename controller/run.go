@@ -32,6 +32,7 @@ import (
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/configobjs"
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller/webhook"
 	"github.com/herald-lb/herald/internal/cachetrim"
 	"github.com/herald-lb/herald/internal/metricsserve"
@@ -125,8 +126,8 @@ func DefaultOptions() Options {
 		Namespace:          "herald-system",
 		LeaderElection:     true,
 		LeaderElectionID:   "herald-controller",
-		MemberlistSecret:   config.DefaultMemberlistSecret,
-		BGPPasswordsSecret: config.DefaultBGPPasswordsSecret,
+		MemberlistSecret:   v1beta1.DefaultMemberlistSecret,
+		BGPPasswordsSecret: v1beta1.DefaultBGPPasswordsSecret,
 		MetricsAddr:        ":7472",
 		MetricsSecure:      true,
 		ProbeAddr:          ":7473",

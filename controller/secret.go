@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // ensureMemberlistSecret creates the speakers' gossip key Secret with 32
@@ -34,7 +34,7 @@ func ensureMemberlistSecret(ctx context.Context, c client.Client, reader client.
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 			Labels: map[string]string{"app.kubernetes.io/name": "herald", "app.kubernetes.io/component": "speaker"}},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{config.MemberlistKey: key},
+		Data: map[string][]byte{v1beta1.MemberlistKey: key},
 	}
 	if err := c.Create(ctx, &s); err != nil {
 		if apierrors.IsAlreadyExists(err) {

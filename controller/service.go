@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/herald-lb/herald/config/svcstatus"
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/ipam"
 )
 
@@ -101,10 +102,10 @@ func ipMode(in corev1.LoadBalancerIngress) corev1.LoadBalancerIPMode {
 func restoreViews(svc *corev1.Service, nsLabels map[string]string) []ipam.Service {
 	base := specView(svc, nsLabels)
 	keys := []string{""}
-	h := strings.TrimSpace(svc.Annotations[ipam.AnnotationAllowSharedIP])
-	m := strings.TrimSpace(svc.Annotations[ipam.AnnotationMetalLBAllowSharedIP])
+	h := strings.TrimSpace(svc.Annotations[v1beta1.AnnotationAllowSharedIP])
+	m := strings.TrimSpace(svc.Annotations[v1beta1.AnnotationMetalLBAllowSharedIP])
 	if m == "" {
-		m = strings.TrimSpace(svc.Annotations[ipam.AnnotationMetalLBDeprecatedAllowSharedIP])
+		m = strings.TrimSpace(svc.Annotations[v1beta1.AnnotationMetalLBDeprecatedAllowSharedIP])
 	}
 	switch {
 	case h != "" && m != "" && h != m:

@@ -52,7 +52,7 @@ func TestServiceView(t *testing.T) {
 	pol := corev1.IPFamilyPolicyRequireDualStack
 	svc := lbService(func(s *corev1.Service) {
 		s.Labels = map[string]string{"tier": "web"}
-		s.Annotations = map[string]string{ipam.AnnotationAllowSharedIP: "k", ipam.AnnotationAddressPool: "lan"}
+		s.Annotations = map[string]string{v1beta1.AnnotationAllowSharedIP: "k", v1beta1.AnnotationAddressPool: "lan"}
 		s.Spec.LoadBalancerIP = "10.0.0.5"
 		s.Spec.Selector = map[string]string{"b": "2", "a": "1"}
 		s.Spec.Ports = []corev1.ServicePort{{Port: 53, Protocol: corev1.ProtocolUDP}, {Port: 80}}
@@ -80,7 +80,7 @@ func TestServiceView(t *testing.T) {
 	}
 
 	bad := lbService(func(s *corev1.Service) {
-		s.Annotations = map[string]string{ipam.AnnotationLoadBalancerIPs: "10.0.0.1", ipam.AnnotationMetalLBLoadBalancerIPs: "10.0.0.2"}
+		s.Annotations = map[string]string{v1beta1.AnnotationLoadBalancerIPs: "10.0.0.1", v1beta1.AnnotationMetalLBLoadBalancerIPs: "10.0.0.2"}
 	})
 	if _, err := serviceView(bad, nil); ipam.ReasonOf(err) != ipam.BadRequest {
 		t.Errorf("both annotations: err = %v, want BadRequest", err)
@@ -151,8 +151,8 @@ func TestValidCondition(t *testing.T) {
 func TestRestoreViewsIgnoreTheRequest(t *testing.T) {
 	svc := lbService(func(s *corev1.Service) {
 		s.Annotations = map[string]string{
-			ipam.AnnotationLoadBalancerIPs: "garbage", ipam.AnnotationMetalLBLoadBalancerIPs: "10.0.0.9",
-			ipam.AnnotationAllowSharedIP: "new", ipam.AnnotationMetalLBAllowSharedIP: "old",
+			v1beta1.AnnotationLoadBalancerIPs: "garbage", v1beta1.AnnotationMetalLBLoadBalancerIPs: "10.0.0.9",
+			v1beta1.AnnotationAllowSharedIP: "new", v1beta1.AnnotationMetalLBAllowSharedIP: "old",
 		}
 		s.Spec.Ports = []corev1.ServicePort{{Port: 53, Protocol: corev1.ProtocolUDP}}
 	})
@@ -170,8 +170,8 @@ func TestRestoreViewsIgnoreTheRequest(t *testing.T) {
 	}
 	// MetalLB's older name of the key restores too (a Service that moved
 	// from MetalLB keeps its shared address).
-	delete(svc.Annotations, ipam.AnnotationMetalLBAllowSharedIP)
-	svc.Annotations[ipam.AnnotationMetalLBDeprecatedAllowSharedIP] = "older"
+	delete(svc.Annotations, v1beta1.AnnotationMetalLBAllowSharedIP)
+	svc.Annotations[v1beta1.AnnotationMetalLBDeprecatedAllowSharedIP] = "older"
 	views = restoreViews(svc, nil)
 	if len(views) != 2 || views[1].Request.SharingKey != "older" {
 		t.Fatalf("restore views = %+v, want the metallb.universe.tf key second", views)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/herald-lb/herald/config/svcstatus"
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller/svclb"
 )
 
@@ -127,7 +128,7 @@ func (r *Reconciler) syncServiceLB(ctx context.Context, nn types.NamespacedName,
 		denied := slices.ContainsFunc(problems, func(p svclb.Problem) bool { return p.Denied })
 		var others []*appsv1.DaemonSet
 		for i := range existing {
-			if denied || types.UID(existing[i].Labels[svclb.LabelServiceUID]) != svc.UID {
+			if denied || types.UID(existing[i].Labels[v1beta1.LabelServiceUID]) != svc.UID {
 				others = append(others, &existing[i])
 			}
 		}
@@ -139,7 +140,7 @@ func (r *Reconciler) syncServiceLB(ctx context.Context, nn types.NamespacedName,
 	selected, _ := svclb.NodeSelection(svc, pool.NodeAddresses.NodeSelector, nodes.Items)
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(r.svclb.Namespace),
-		client.MatchingLabels{svclb.LabelComponent: svclb.Component, svclb.LabelServiceUID: string(svc.UID)}); err != nil {
+		client.MatchingLabels{svclb.LabelComponent: svclb.Component, v1beta1.LabelServiceUID: string(svc.UID)}); err != nil {
 		return nil, fmt.Errorf("service %s: listing svclb pods: %w", nn, err)
 	}
 	in := servingInput{svc: svc, addressType: pool.NodeAddresses.AddressType, selected: selected, pods: pods.Items, nodes: nodes.Items}
@@ -165,7 +166,7 @@ func (r *Reconciler) daemonSetsOf(ctx context.Context, c client.Reader, nn types
 	var list appsv1.DaemonSetList
 	err := c.List(ctx, &list, client.InNamespace(r.svclb.Namespace), client.MatchingLabels{
 		svclb.LabelManagedBy: svclb.ManagedBy, svclb.LabelComponent: svclb.Component,
-		svclb.LabelServiceNamespace: nn.Namespace, svclb.LabelServiceName: nn.Name,
+		v1beta1.LabelServiceNamespace: nn.Namespace, v1beta1.LabelServiceName: nn.Name,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service %s: listing svclb daemonsets: %w", nn, err)

@@ -21,7 +21,6 @@ import (
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller/svclb"
-	"github.com/herald-lb/herald/ipam"
 )
 
 // ServiceLB against the real API server. There are no kubelets and no
@@ -114,7 +113,7 @@ func (e *env) waitNoDS(name string) {
 	e.t.Helper()
 	e.eventually(15*time.Second, func() string {
 		var list appsv1.DaemonSetList
-		if err := e.c.List(e.ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{svclb.LabelServiceName: name, svclb.LabelServiceNamespace: e.app}); err != nil {
+		if err := e.c.List(e.ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{v1beta1.LabelServiceName: name, v1beta1.LabelServiceNamespace: e.app}); err != nil {
 			return err.Error()
 		}
 		if len(list.Items) > 0 {
@@ -205,8 +204,8 @@ func TestSvclbDaemonSetLifecycle(t *testing.T) {
 	e.waitGauge(h, 1)
 	for k, v := range map[string]string{
 		svclb.LabelManagedBy: "herald", svclb.LabelComponent: "svclb",
-		svclb.LabelServiceName: "web", svclb.LabelServiceNamespace: e.app, svclb.LabelServiceUID: string(svc.UID),
-		svclb.K3sLabelServiceName: "web", svclb.K3sLabelServiceNamespace: e.app,
+		v1beta1.LabelServiceName: "web", v1beta1.LabelServiceNamespace: e.app, v1beta1.LabelServiceUID: string(svc.UID),
+		v1beta1.K3sLabelServiceName: "web", v1beta1.K3sLabelServiceNamespace: e.app,
 	} {
 		if ds.Labels[k] != v || ds.Spec.Template.Labels[k] != v {
 			t.Errorf("label %s: daemonset %q, pods %q; want %q", k, ds.Labels[k], ds.Spec.Template.Labels[k], v)
@@ -220,7 +219,7 @@ func TestSvclbDaemonSetLifecycle(t *testing.T) {
 	}
 	// The DaemonSet is made before the Service is written (pool annotation, then status).
 	e.eventually(15*time.Second, func() string {
-		if got := e.get("web").Annotations[svcstatus.AnnotationPool]; got != "nodes" {
+		if got := e.get("web").Annotations[v1beta1.AnnotationIPAllocatedFromPool]; got != "nodes" {
 			return fmt.Sprintf("pool annotation %q, want nodes", got)
 		}
 		return ""
@@ -294,12 +293,12 @@ func TestSvclbDaemonSetLifecycle(t *testing.T) {
 	// Leaves the node pool for an address pool.
 	api := e.svc("api")
 	e.waitDS(api)
-	e.updateSvc("api", annotate(ipam.AnnotationAddressPool, "addrs"))
+	e.updateSvc("api", annotate(v1beta1.AnnotationAddressPool, "addrs"))
 	e.waitNoDS("api")
 	e.eventually(15*time.Second, func() string {
 		s := e.get("api")
-		if !strings.HasPrefix(ingressIPs(s), "10.210.0.") || s.Annotations[svcstatus.AnnotationPool] != "" {
-			return fmt.Sprintf("api: ingress %q, pool annotation %q", ingressIPs(s), s.Annotations[svcstatus.AnnotationPool])
+		if !strings.HasPrefix(ingressIPs(s), "10.210.0.") || s.Annotations[v1beta1.AnnotationIPAllocatedFromPool] != "" {
+			return fmt.Sprintf("api: ingress %q, pool annotation %q", ingressIPs(s), s.Annotations[v1beta1.AnnotationIPAllocatedFromPool])
 		}
 		return ""
 	})
@@ -446,7 +445,7 @@ func TestSvclbAdoptedAfterRestart(t *testing.T) {
 	// And one whose labels name no Service at all (only Herald's own).
 	nameless := orphan.DeepCopy()
 	nameless.Name, nameless.ResourceVersion, nameless.UID = "svclb-nameless", "", ""
-	for _, k := range []string{svclb.LabelServiceName, svclb.LabelServiceNamespace, svclb.K3sLabelServiceName, svclb.K3sLabelServiceNamespace} {
+	for _, k := range []string{v1beta1.LabelServiceName, v1beta1.LabelServiceNamespace, v1beta1.K3sLabelServiceName, v1beta1.K3sLabelServiceNamespace} {
 		delete(nameless.Labels, k)
 		delete(nameless.Spec.Template.Labels, k)
 	}
@@ -506,12 +505,12 @@ func TestSvclbFallback(t *testing.T) {
 	e.waitDS(second)
 	e.svclbPod(second, n1, true)
 	e.waitIPs("second", "10.0.4.1")
-	if got := e.get("second").Annotations[svcstatus.AnnotationPool]; got != "nodes" {
+	if got := e.get("second").Annotations[v1beta1.AnnotationIPAllocatedFromPool]; got != "nodes" {
 		t.Errorf("second: pool annotation %q, want nodes", got)
 	}
 	// No DaemonSet for the Service with an address.
 	var list appsv1.DaemonSetList
-	if err := e.c.List(e.ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{svclb.LabelServiceUID: string(first.UID)}); err != nil || len(list.Items) > 0 {
+	if err := e.c.List(e.ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{v1beta1.LabelServiceUID: string(first.UID)}); err != nil || len(list.Items) > 0 {
 		t.Errorf("first has daemonsets %v (%v)", list.Items, err)
 	}
 
@@ -537,8 +536,8 @@ func TestSvclbFallback(t *testing.T) {
 	h.stop()
 	h2 := e.startController(withSvclb)
 	e.waitSynced(h2, "second")
-	if s := e.get("second"); ingressIPs(s) != "10.0.4.1" || s.Annotations[svcstatus.AnnotationPool] != "nodes" {
-		t.Fatalf("second after a restart: ingress %q, pool %q; want 10.0.4.1 in nodes", ingressIPs(s), s.Annotations[svcstatus.AnnotationPool])
+	if s := e.get("second"); ingressIPs(s) != "10.0.4.1" || s.Annotations[v1beta1.AnnotationIPAllocatedFromPool] != "nodes" {
+		t.Fatalf("second after a restart: ingress %q, pool %q; want 10.0.4.1 in nodes", ingressIPs(s), s.Annotations[v1beta1.AnnotationIPAllocatedFromPool])
 	}
 	if got := h2.writes("service-status") + h2.daemonSetWrites(); got != 0 {
 		t.Errorf("restarted controller made %d writes for the fallback Service", got)
@@ -546,7 +545,7 @@ func TestSvclbFallback(t *testing.T) {
 
 	// The operator moves it back by asking for the address pool: its
 	// DaemonSet goes.
-	e.updateSvc("second", annotate(ipam.AnnotationAddressPool, "addrs"))
+	e.updateSvc("second", annotate(v1beta1.AnnotationAddressPool, "addrs"))
 	e.waitIPs("second", "10.211.0.1")
 	e.waitNoDS("second")
 }
@@ -609,7 +608,7 @@ func TestSvclbInvalidKeepsDaemonSet(t *testing.T) {
 	svc := e.svc("web")
 	ds := e.waitDS(svc)
 
-	e.updateSvc("web", annotate(svclb.K3sAnnotationTolerations, `[{"key":"a","operator":"Exists","value":"x"}]`))
+	e.updateSvc("web", annotate(v1beta1.K3sAnnotationTolerations, `[{"key":"a","operator":"Exists","value":"x"}]`))
 	e.waitEvent(e.app, "web", EventServiceLBInvalid, "tolerations")
 	e.eventually(15*time.Second, func() string {
 		if c := svcstatus.Condition(e.get("web")); c == nil || !strings.Contains(c.Message, "cannot be built") {
@@ -624,7 +623,7 @@ func TestSvclbInvalidKeepsDaemonSet(t *testing.T) {
 		t.Errorf("%d ServiceLBInvalid events, want 1", n)
 	}
 
-	e.updateSvc("web", annotate(svclb.K3sAnnotationTolerations, `[{"key":"a","operator":"Exists"}]`))
+	e.updateSvc("web", annotate(v1beta1.K3sAnnotationTolerations, `[{"key":"a","operator":"Exists"}]`))
 	e.eventually(15*time.Second, func() string {
 		for _, tol := range e.waitDS(svc).Spec.Template.Spec.Tolerations {
 			if tol.Key == "a" {

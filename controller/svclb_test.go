@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/config/svcstatus"
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller/svclb"
 )
 
@@ -33,7 +33,7 @@ func TestManagerOptionsCacheOnlySvclbObjects(t *testing.T) {
 				if _, ok := by.Namespaces[tc.want]; !ok || len(by.Namespaces) != 1 {
 					t.Errorf("%T cached in %v, want only %s", obj, by.Namespaces, tc.want)
 				}
-				ours := labels.Set{svclb.LabelManagedBy: svclb.ManagedBy, svclb.LabelComponent: svclb.Component, svclb.LabelServiceUID: "x"}
+				ours := labels.Set{svclb.LabelManagedBy: svclb.ManagedBy, svclb.LabelComponent: svclb.Component, v1beta1.LabelServiceUID: "x"}
 				other := labels.Set{"app": "web"}
 				if by.Label == nil || !by.Label.Matches(ours) || by.Label.Matches(other) {
 					t.Errorf("%T label selector %v: must select Herald's svclb objects only", obj, by.Label)
@@ -62,7 +62,7 @@ func sameType(a, b client.Object) bool {
 // lists those alone, not the whole cache.
 func TestNodePoolIndex(t *testing.T) {
 	placed := &corev1.Service{}
-	placed.Annotations = map[string]string{svcstatus.AnnotationPool: "nodes"}
+	placed.Annotations = map[string]string{v1beta1.AnnotationIPAllocatedFromPool: "nodes"}
 	for _, tc := range []struct {
 		name string
 		obj  client.Object

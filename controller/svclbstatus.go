@@ -12,6 +12,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/herald-lb/herald/config/eligible"
 	"github.com/herald-lb/herald/config/endpoints"
 	"github.com/herald-lb/herald/config/nodeaddr"
 	"github.com/herald-lb/herald/config/v1beta1"
@@ -59,7 +60,8 @@ type serving struct {
 
 // servingNodes decides which nodes serve the Service: those with a ready
 // svclb pod of this Service (Ready condition true, not being deleted) that
-// exist, still match the pool (selected) and are not cordoned, and for
+// exist, still match the pool (selected), may carry load-balancer traffic
+// (config/eligible: the speakers' rule) and are not cordoned, and for
 // externalTrafficPolicy Local that also have a usable endpoint of the Service
 // (config/endpoints: the rule the speaker applies too).
 //
@@ -85,7 +87,7 @@ func servingNodes(in servingInput) serving {
 		}
 	}
 
-	var readyNodes, cordoned, serve []string
+	var readyNodes, cordoned, unfit, serve []string
 	var pending []*corev1.Pod
 	var out0 serving
 	for i := range in.pods {
@@ -101,7 +103,7 @@ func servingNodes(in servingInput) serving {
 			out0.failures = append(out0.failures, podFailure(p))
 			continue
 		}
-		if p.Spec.NodeName == "" || !podReady(p) {
+		if p.Spec.NodeName == "" || !eligible.PodReady(p) {
 			pending = append(pending, p)
 			continue
 		}
@@ -112,7 +114,16 @@ func servingNodes(in servingInput) serving {
 			// until the DaemonSet controller removes it).
 			continue
 		}
+		if why := eligible.Why(n); why != "" {
+			// The rule the speakers follow (config/eligible): the label
+			// node.kubernetes.io/exclude-from-external-load-balancers or
+			// NetworkUnavailable takes the node out of every load balancer.
+			unfit = append(unfit, n.Name+": "+why)
+			continue
+		}
 		if n.Spec.Unschedulable {
+			// ServiceLB's own: a drain begins with a cordon (the speakers
+			// go on announcing from a cordoned node; docs/svclb.md).
 			cordoned = append(cordoned, n.Name)
 			continue
 		}
@@ -152,8 +163,14 @@ func servingNodes(in servingInput) serving {
 		out.why, out.warning = "no node matches the pool's node selector (and the k3s enablelb/lbpool labels)", true
 	case len(readyNodes) > 0 && local:
 		out.why = fmt.Sprintf("externalTrafficPolicy is Local and no node with a ready svclb pod (%s) has a usable endpoint of the Service (ready, or serving while none is ready)", nameList(uniqueSorted(readyNodes)))
-	case len(cordoned) > 0:
+	case len(cordoned) > 0 && len(unfit) == 0:
 		out.why = fmt.Sprintf("every node with a ready svclb pod is cordoned (%s)", nameList(uniqueSorted(cordoned)))
+	case len(unfit) > 0:
+		out.why = fmt.Sprintf("no node with a ready svclb pod may carry load-balancer traffic (%s", nameList(uniqueSorted(unfit)))
+		if len(cordoned) > 0 {
+			out.why += fmt.Sprintf("; cordoned: %s", nameList(uniqueSorted(cordoned)))
+		}
+		out.why += ")"
 	default:
 		// Pods not created yet, starting, or replaced after a failure: one
 		// message for all of them, so that pods coming and going do not
@@ -180,16 +197,6 @@ func podFailure(p *corev1.Pod) string {
 			"] in the kubelet configuration, or --allowed-unsafe-sysctls; k3s agents allow them; see docs/svclb.md)"
 	}
 	return s
-}
-
-// podReady: the pod's Ready condition is true.
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // schedulerMessage is the scheduler's explanation on the first pending pod
@@ -238,8 +245,8 @@ func uniqueSorted(s []string) []string {
 // daemonSetService is the Service a Herald DaemonSet (or pod) was made for,
 // from its labels; ok is false when the labels do not name one.
 func daemonSetService(labels map[string]string) (nn types.NamespacedName, uid types.UID, ok bool) {
-	nn = types.NamespacedName{Namespace: labels[svclb.LabelServiceNamespace], Name: labels[svclb.LabelServiceName]}
-	uid = types.UID(labels[svclb.LabelServiceUID])
+	nn = types.NamespacedName{Namespace: labels[v1beta1.LabelServiceNamespace], Name: labels[v1beta1.LabelServiceName]}
+	uid = types.UID(labels[v1beta1.LabelServiceUID])
 	return nn, uid, nn.Namespace != "" && nn.Name != "" && uid != ""
 }
 

@@ -33,6 +33,18 @@ func cordoned(n corev1.Node) corev1.Node {
 	return n
 }
 
+// excluded labels n node.kubernetes.io/exclude-from-external-load-balancers.
+func excluded(n corev1.Node) corev1.Node {
+	n.Labels = map[string]string{corev1.LabelNodeExcludeBalancers: ""}
+	return n
+}
+
+// netDown gives n a NetworkUnavailable condition that is True.
+func netDown(n corev1.Node) corev1.Node {
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue}}
+	return n
+}
+
 // pod makes an svclb pod on nodeName ("" unscheduled); ready says its Ready
 // condition; sched is a PodScheduled=False message.
 func pod(name, nodeName string, ready bool, sched string) corev1.Pod {
@@ -120,6 +132,20 @@ func TestServingNodes(t *testing.T) {
 		{name: "every ready node cordoned", svc: svcMut(v4), selected: []string{"c"},
 			pods: []corev1.Pod{pod("p3", "c", true, "")}, nodes: []corev1.Node{cordoned(c)},
 			want: "why:every node with a ready svclb pod is cordoned (c)"},
+		// The speakers' rule (config/eligible), which ServiceLB follows too.
+		{name: "excluded node not listed", svc: svcMut(v4), selected: []string{"a", "c"},
+			pods: []corev1.Pod{pod("p1", "a", true, ""), pod("p3", "c", true, "")}, nodes: []corev1.Node{a, excluded(c)},
+			want: "a|10.0.0.1"},
+		{name: "NetworkUnavailable node not listed", svc: svcMut(v4), selected: []string{"a", "c"},
+			pods: []corev1.Pod{pod("p1", "a", true, ""), pod("p3", "c", true, "")}, nodes: []corev1.Node{netDown(a), c},
+			want: "c|10.0.0.3"},
+		{name: "every ready node excluded or cordoned", svc: svcMut(v4), selected: []string{"a", "c"},
+			pods: []corev1.Pod{pod("p1", "a", true, ""), pod("p3", "c", true, "")}, nodes: []corev1.Node{excluded(a), cordoned(c)},
+			want: "why:no node with a ready svclb pod may carry load-balancer traffic (a: the node has the label " +
+				"node.kubernetes.io/exclude-from-external-load-balancers; cordoned: c)"},
+		{name: "every ready node's network unavailable", svc: svcMut(v4), selected: []string{"c"},
+			pods: []corev1.Pod{pod("p3", "c", true, "")}, nodes: []corev1.Node{netDown(c)},
+			want: "why:no node with a ready svclb pod may carry load-balancer traffic (c: the node's NetworkUnavailable condition is True)"},
 		{name: "ExternalIP when any serving node has one", svc: svcMut(v4), selected: []string{"a", "b"},
 			pods: []corev1.Pod{pod("p1", "a", true, ""), pod("p2", "b", true, "")}, nodes: []corev1.Node{a, b},
 			want: "a,b|192.0.2.2"},
@@ -215,13 +241,13 @@ func ds(name, ns, svcName, uid string) appsv1.DaemonSet {
 		svclb.LabelManagedBy: svclb.ManagedBy, svclb.LabelComponent: svclb.Component,
 	}}}
 	if ns != "" {
-		d.Labels[svclb.LabelServiceNamespace] = ns
+		d.Labels[v1beta1.LabelServiceNamespace] = ns
 	}
 	if svcName != "" {
-		d.Labels[svclb.LabelServiceName] = svcName
+		d.Labels[v1beta1.LabelServiceName] = svcName
 	}
 	if uid != "" {
-		d.Labels[svclb.LabelServiceUID] = uid
+		d.Labels[v1beta1.LabelServiceUID] = uid
 	}
 	return d
 }

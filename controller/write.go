@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/svcstatus"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // apply writes a plan on the Service: one status write (addresses and
@@ -105,18 +106,18 @@ func (r *Reconciler) writePoolAnnotation(ctx context.Context, svc *corev1.Servic
 	if p.asg.NodeAddresses && !p.clear {
 		want = p.asg.Pool
 	}
-	cur, has := svc.Annotations[svcstatus.AnnotationPool]
+	cur, has := svc.Annotations[v1beta1.AnnotationIPAllocatedFromPool]
 	if (want == "" && !has) || (want != "" && cur == want) {
 		return nil
 	}
 	patch := client.MergeFromWithOptions(svc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if want == "" {
-		delete(svc.Annotations, svcstatus.AnnotationPool)
+		delete(svc.Annotations, v1beta1.AnnotationIPAllocatedFromPool)
 	} else {
 		if svc.Annotations == nil {
 			svc.Annotations = map[string]string{}
 		}
-		svc.Annotations[svcstatus.AnnotationPool] = want
+		svc.Annotations[v1beta1.AnnotationIPAllocatedFromPool] = want
 	}
 	r.metrics.writes.WithLabelValues("service-annotation").Inc()
 	if err := r.client.Patch(ctx, svc, patch); err != nil && !apierrors.IsNotFound(err) {

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/ipam"
 )
 
 // Which nodes advertise what, seen at the routers: an aggregate carries several Services as one route; Local
@@ -52,7 +51,7 @@ func TestBGPAdvertisementRules(t *testing.T) {
 	service := func(ns, name, pool string, policy corev1.ServiceExternalTrafficPolicy) netip.Addr {
 		t.Helper()
 		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: pool}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{v1beta1.AnnotationAddressPool: pool}},
 			Spec: corev1.ServiceSpec{
 				Type:                  corev1.ServiceTypeLoadBalancer,
 				ExternalTrafficPolicy: policy,

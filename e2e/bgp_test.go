@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/ipam"
 	"github.com/herald-lb/herald/speaker"
 )
 
@@ -73,7 +72,7 @@ func bgpAdvertises(t *testing.T, ctx context.Context, f *heraldFixture, v6Sessio
 	echoDeployment(t, ctx, ns)
 	prefer := corev1.IPFamilyPolicyPreferDualStack
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "bgp", Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: pool}},
+		ObjectMeta: metav1.ObjectMeta{Name: "bgp", Namespace: ns, Annotations: map[string]string{v1beta1.AnnotationAddressPool: pool}},
 		Spec: corev1.ServiceSpec{
 			Type:           corev1.ServiceTypeLoadBalancer,
 			IPFamilyPolicy: &prefer,

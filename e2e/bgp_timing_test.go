@@ -21,7 +21,6 @@ import (
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/e2e"
-	"github.com/herald-lb/herald/ipam"
 )
 
 // bgpHold is the BGPPeers' hold time in TestBGPTiming: HERALD_E2E_BGP_HOLD (a duration), default 3s.
@@ -248,7 +247,7 @@ func bgpTiming(t *testing.T, runs int, hold time.Duration, bfd *e2e.BFDTimers) {
 		// A new Service: its route at each router (from any node, then from all), and the first answer.
 		name := fmt.Sprintf("t-%d", i)
 		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: "e2e-bgp-timing"}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{v1beta1.AnnotationAddressPool: "e2e-bgp-timing"}},
 			Spec: corev1.ServiceSpec{
 				Type:     corev1.ServiceTypeLoadBalancer,
 				Selector: echoLabels,

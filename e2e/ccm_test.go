@@ -23,7 +23,6 @@ import (
 	"github.com/herald-lb/herald/controller/svclb"
 	"github.com/herald-lb/herald/e2e"
 	"github.com/herald-lb/herald/e2e/lab"
-	"github.com/herald-lb/herald/ipam"
 )
 
 const (
@@ -136,7 +135,7 @@ func TestCCM(t *testing.T) {
 		waitFinalizer(t, ctx, f, l2Svc, true)
 		answers(t, ctx, addrs[0])
 
-		svclbSvc := nodePoolService(t, ctx, f, ns, "ccm-svclb", map[string]string{ipam.AnnotationAddressPool: "e2e-ccm-nodes"},
+		svclbSvc := nodePoolService(t, ctx, f, ns, "ccm-svclb", map[string]string{v1beta1.AnnotationAddressPool: "e2e-ccm-nodes"},
 			corev1.IPFamilyPolicySingleStack)
 		waitFinalizer(t, ctx, f, svclbSvc, true)
 		waitSvclbNodes(t, ctx, f, svclbSvc, cluster.Nodes()...)

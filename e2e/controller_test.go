@@ -89,7 +89,7 @@ func TestControllerInCluster(t *testing.T) {
 	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
 	create := func(name, poolName string, typ corev1.ServiceType) {
 		s := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: poolName}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{v1beta1.AnnotationAddressPool: poolName}},
 			Spec: corev1.ServiceSpec{
 				Type:     typ,
 				Selector: map[string]string{"app": name},

@@ -227,7 +227,7 @@ func (x *explainRun) create(t *testing.T, ctx context.Context, name, pool string
 	t.Helper()
 	x.poolInUse(t, ctx, pool)
 	x.f.create(t, ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: x.ns, Annotations: map[string]string{ipam.AnnotationAddressPool: pool}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: x.ns, Annotations: map[string]string{v1beta1.AnnotationAddressPool: pool}},
 		Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: policy, Selector: echoLabels,
 			Ports: []corev1.ServicePort{{Name: "udp", Port: 9090, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolUDP}},

@@ -21,7 +21,6 @@ import (
 
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/ipam"
 )
 
 // TestHelmLifecycle installs Herald with helm (the cluster's InstallHerald: helm upgrade --install of charts/herald), serves an L2 Service and a ServiceLB Service,
@@ -45,7 +44,7 @@ func TestHelmLifecycle(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-helm-nodes", Namespace: "herald-system"},
 		Spec:       v1beta1.IPAddressPoolSpec{AutoAssign: ptrTo(false), NodeAddresses: &v1beta1.NodeAddresses{AddressType: "InternalIP"}},
 	})
-	svclbSvc := nodePoolService(t, ctx, f, ns, "svclb", map[string]string{ipam.AnnotationAddressPool: "e2e-helm-nodes"},
+	svclbSvc := nodePoolService(t, ctx, f, ns, "svclb", map[string]string{v1beta1.AnnotationAddressPool: "e2e-helm-nodes"},
 		corev1.IPFamilyPolicySingleStack)
 	waitSvclbNodes(t, ctx, f, svclbSvc, cluster.Nodes()...)
 	for _, a := range addrs {

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/e2e"
 )
 
@@ -63,7 +63,7 @@ func rotateKeyUnderStream(t *testing.T, ctx context.Context, addr netip.Addr) {
 		stream <- rep
 	}()
 	time.Sleep(time.Second)
-	patch := fmt.Sprintf(`{"data":{%q:%q}}`, config.MemberlistKey, base64.StdEncoding.EncodeToString(key))
+	patch := fmt.Sprintf(`{"data":{%q:%q}}`, v1beta1.MemberlistKey, base64.StdEncoding.EncodeToString(key))
 	if _, err := cluster.Kube().CoreV1().Secrets("herald-system").Patch(ctx, "herald-memberlist", types.MergePatchType,
 		[]byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/e2e"
-	"github.com/herald-lb/herald/ipam"
 )
 
 // The lan client keeps a Service's address in its neighbour table only while the announcer answers the
@@ -71,7 +70,7 @@ func TestL2NeighbourSurvivesUnreachabilityDetection(t *testing.T) {
 	echoDeployment(t, ctx, ns)
 	prefer := corev1.IPFamilyPolicyPreferDualStack
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "nud", Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: "e2e-nud"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "nud", Namespace: ns, Annotations: map[string]string{v1beta1.AnnotationAddressPool: "e2e-nud"}},
 		Spec: corev1.ServiceSpec{
 			Type:           corev1.ServiceTypeLoadBalancer,
 			IPFamilyPolicy: &prefer,

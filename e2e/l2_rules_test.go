@@ -28,7 +28,6 @@ import (
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/e2e"
-	"github.com/herald-lb/herald/ipam"
 	"github.com/herald-lb/herald/speaker"
 	"github.com/herald-lb/herald/speaker/members"
 )
@@ -191,7 +190,7 @@ func (f *heraldFixture) services(t *testing.T, ctx context.Context, ns, prefix, 
 	for i := range n {
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: ns,
-				Annotations: map[string]string{ipam.AnnotationAddressPool: pool}},
+				Annotations: map[string]string{v1beta1.AnnotationAddressPool: pool}},
 			Spec: corev1.ServiceSpec{
 				Type:                  corev1.ServiceTypeLoadBalancer,
 				ExternalTrafficPolicy: policy,

@@ -24,7 +24,6 @@ import (
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/e2e"
-	"github.com/herald-lb/herald/ipam"
 	"github.com/herald-lb/herald/speaker"
 )
 
@@ -126,7 +125,7 @@ func TestL2SpeakerAnswersAndFailsOver(t *testing.T) {
 	echoDeployment(t, ctx, ns)
 	prefer := corev1.IPFamilyPolicyPreferDualStack
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Annotations: map[string]string{ipam.AnnotationAddressPool: "e2e-l2"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Annotations: map[string]string{v1beta1.AnnotationAddressPool: "e2e-l2"}},
 		Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeLoadBalancer,
 			// Local: only nodes with an echo pod announce, and the announcer serves from its own pod. With

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/config/configobjs"
+	"github.com/herald-lb/herald/config/eligible"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/e2e"
 	"github.com/herald-lb/herald/internal/gobuild"
@@ -543,7 +544,7 @@ func migrateProcedure(t *testing.T, ctx context.Context, heraldBin, manifest, ns
 			}
 			h, err := kube.CoreV1().Pods("herald-system").List(ctx, metav1.ListOptions{
 				LabelSelector: "app.kubernetes.io/component=speaker", FieldSelector: "spec.nodeName=" + n.Name})
-			return err == nil && len(h.Items) == 1 && podReady(&h.Items[0]), err
+			return err == nil && len(h.Items) == 1 && eligible.PodReady(&h.Items[0]), err
 		})
 		// Herald's speaker there advertises again: every node is a next hop at both routers.
 		hopsAtRouters(t, ctx, "after the swap on "+n.Name, bgp, nodeHops(false)...)

@@ -20,10 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/config/eligible"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller/svclb"
 	"github.com/herald-lb/herald/e2e"
-	"github.com/herald-lb/herald/ipam"
 )
 
 // svclbNamespace is where the chart puts the svclb DaemonSets by default: a namespace of their own, created with the
@@ -72,7 +72,7 @@ func TestServiceLB(t *testing.T) {
 	})
 	ns := testNamespace(t, ctx)
 	echoDeployment(t, ctx, ns)
-	svc := nodePoolService(t, ctx, f, ns, "web", map[string]string{ipam.AnnotationAddressPool: "e2e-svclb"},
+	svc := nodePoolService(t, ctx, f, ns, "web", map[string]string{v1beta1.AnnotationAddressPool: "e2e-svclb"},
 		corev1.IPFamilyPolicyPreferDualStack)
 
 	t.Run("ServedFromThePoolsNodes", func(t *testing.T) {
@@ -172,15 +172,6 @@ func TestServiceLB(t *testing.T) {
 
 func ptrTo[T any](v T) *T { return &v }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func svcKey(svc *corev1.Service) types.NamespacedName {
 	return types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 }
@@ -254,7 +245,7 @@ func waitSvclbNodes(t *testing.T, ctx context.Context, f *heraldFixture, svc *co
 		}
 		var ready []string
 		for _, p := range pods.Items {
-			if podReady(&p) && p.DeletionTimestamp == nil {
+			if eligible.PodReady(&p) && p.DeletionTimestamp == nil {
 				ready = append(ready, p.Spec.NodeName)
 			}
 		}

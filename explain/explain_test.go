@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/herald-lb/herald/config/eligible"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/speaker/inputs"
 )
 
 const testNS = "herald-system"
@@ -139,10 +139,10 @@ func TestExplainService(t *testing.T) {
 	}, {
 		name: "excluded node, the others elect",
 		change: func(w *World) {
-			w.Nodes[1].Labels[inputs.LabelExcludeFromLB] = ""
+			w.Nodes[1].Labels[eligible.LabelExclude] = ""
 		},
 		ok:  true,
-		why: map[string]string{"n2": "excluded: the node has the label " + inputs.LabelExcludeFromLB},
+		why: map[string]string{"n2": "excluded: the node has the label " + eligible.LabelExclude},
 		l2:  map[string]string{"n2": "no"},
 	}, {
 		name:   "BGP session down with a password",

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/eligible"
 	"github.com/herald-lb/herald/config/nodeaddr"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/speaker/inputs"
@@ -272,7 +273,7 @@ func (x *explainer) bgpNode(a netip.Addr, n plan.Node, holders []plan.Service, a
 func notCandidate(n plan.Node, holders []plan.Service, otherwise string) string {
 	switch {
 	case n.Excluded:
-		return "excluded: the node has the label " + inputs.LabelExcludeFromLB
+		return "excluded: the node has the label " + eligible.LabelExclude
 	case n.NetworkUnavailable:
 		return "the node's NetworkUnavailable condition is True"
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/configobjs"
+	"github.com/herald-lb/herald/config/eligible"
 	"github.com/herald-lb/herald/config/v1beta1"
 )
 
@@ -128,7 +129,7 @@ func (w *World) readySpeakers() []string {
 	var out []string
 	for i := range w.Speakers {
 		p := &w.Speakers[i]
-		if p.Spec.NodeName != "" && p.DeletionTimestamp.IsZero() && podReady(p) {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp.IsZero() && eligible.PodReady(p) {
 			out = append(out, p.Spec.NodeName)
 		}
 	}
@@ -156,15 +157,6 @@ func (w *World) speakerStatus(node string) *v1beta1.SpeakerStatus {
 		}
 	}
 	return nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // eventsOf returns the events of the Service with uid, newest first.

@@ -4,24 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-)
 
-// Service annotations read by [ParseRequest]. Herald's own and MetalLB's are
-// honoured alike so that MetalLB users can move over without editing their
-// Services.
-const (
-	AnnotationLoadBalancerIPs        = "herald.dev/loadBalancerIPs"
-	AnnotationAddressPool            = "herald.dev/address-pool"
-	AnnotationAllowSharedIP          = "herald.dev/allow-shared-ip"
-	AnnotationMetalLBLoadBalancerIPs = "metallb.io/loadBalancerIPs"
-	AnnotationMetalLBAddressPool     = "metallb.io/address-pool"
-	AnnotationMetalLBAllowSharedIP   = "metallb.io/allow-shared-ip"
-
-	// MetalLB's older names of its three annotations, which its controller
-	// still honours when the metallb.io one is not set; so does Herald.
-	AnnotationMetalLBDeprecatedLoadBalancerIPs = "metallb.universe.tf/loadBalancerIPs"
-	AnnotationMetalLBDeprecatedAddressPool     = "metallb.universe.tf/address-pool"
-	AnnotationMetalLBDeprecatedAllowSharedIP   = "metallb.universe.tf/allow-shared-ip"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // annotation is a Service annotation's trimmed value and the name it was
@@ -70,8 +54,8 @@ func ParseRequest(key string, annotations map[string]string, loadBalancerIP stri
 		return Request{}, newError(key, BadRequest, fmt.Sprintf(format, args...))
 	}
 
-	ips, ipsName, err := oneOf(lookup(annotations, AnnotationLoadBalancerIPs),
-		metallbAnnotation(annotations, AnnotationMetalLBLoadBalancerIPs, AnnotationMetalLBDeprecatedLoadBalancerIPs), true)
+	ips, ipsName, err := oneOf(lookup(annotations, v1beta1.AnnotationLoadBalancerIPs),
+		metallbAnnotation(annotations, v1beta1.AnnotationMetalLBLoadBalancerIPs, v1beta1.AnnotationMetalLBDeprecatedLoadBalancerIPs), true)
 	if err != nil {
 		return bad("%s", err)
 	}
@@ -98,12 +82,12 @@ func ParseRequest(key string, annotations map[string]string, loadBalancerIP stri
 		req.Addrs = []netip.Addr{a}
 	}
 
-	if req.Pool, _, err = oneOf(lookup(annotations, AnnotationAddressPool),
-		metallbAnnotation(annotations, AnnotationMetalLBAddressPool, AnnotationMetalLBDeprecatedAddressPool), false); err != nil {
+	if req.Pool, _, err = oneOf(lookup(annotations, v1beta1.AnnotationAddressPool),
+		metallbAnnotation(annotations, v1beta1.AnnotationMetalLBAddressPool, v1beta1.AnnotationMetalLBDeprecatedAddressPool), false); err != nil {
 		return bad("%s", err)
 	}
-	if req.SharingKey, _, err = oneOf(lookup(annotations, AnnotationAllowSharedIP),
-		metallbAnnotation(annotations, AnnotationMetalLBAllowSharedIP, AnnotationMetalLBDeprecatedAllowSharedIP), false); err != nil {
+	if req.SharingKey, _, err = oneOf(lookup(annotations, v1beta1.AnnotationAllowSharedIP),
+		metallbAnnotation(annotations, v1beta1.AnnotationMetalLBAllowSharedIP, v1beta1.AnnotationMetalLBDeprecatedAllowSharedIP), false); err != nil {
 		return bad("%s", err)
 	}
 	return req, nil

@@ -3,6 +3,8 @@ package ipam
 import (
 	"errors"
 	"testing"
+
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // FuzzParseRequest feeds the Service annotations and spec.loadBalancerIP
@@ -19,8 +21,8 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add(",", "", "", "", "", "", "not-an-ip")
 	f.Fuzz(func(t *testing.T, ips, mips, pool, mpool, share, mshare, lbIP string) {
 		ann := map[string]string{}
-		for k, v := range map[string]string{AnnotationLoadBalancerIPs: ips, AnnotationMetalLBLoadBalancerIPs: mips,
-			AnnotationAddressPool: pool, AnnotationMetalLBAddressPool: mpool, AnnotationAllowSharedIP: share, AnnotationMetalLBAllowSharedIP: mshare} {
+		for k, v := range map[string]string{v1beta1.AnnotationLoadBalancerIPs: ips, v1beta1.AnnotationMetalLBLoadBalancerIPs: mips,
+			v1beta1.AnnotationAddressPool: pool, v1beta1.AnnotationMetalLBAddressPool: mpool, v1beta1.AnnotationAllowSharedIP: share, v1beta1.AnnotationMetalLBAllowSharedIP: mshare} {
 			if v != "" {
 				ann[k] = v
 			}
@@ -48,8 +50,8 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		// MetalLB's names alone mean the same as Herald's alone.
 		swapped := map[string]string{}
-		for k, v := range map[string]string{AnnotationMetalLBLoadBalancerIPs: ips, AnnotationLoadBalancerIPs: mips,
-			AnnotationMetalLBAddressPool: pool, AnnotationAddressPool: mpool, AnnotationMetalLBAllowSharedIP: share, AnnotationAllowSharedIP: mshare} {
+		for k, v := range map[string]string{v1beta1.AnnotationMetalLBLoadBalancerIPs: ips, v1beta1.AnnotationLoadBalancerIPs: mips,
+			v1beta1.AnnotationMetalLBAddressPool: pool, v1beta1.AnnotationAddressPool: mpool, v1beta1.AnnotationMetalLBAllowSharedIP: share, v1beta1.AnnotationAllowSharedIP: mshare} {
 			if v != "" {
 				swapped[k] = v
 			}

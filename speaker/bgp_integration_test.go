@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/herald-lb/herald/announce/bgp"
-	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
 )
 
@@ -106,7 +105,7 @@ func TestBGPPlanApplied(t *testing.T) {
 	// controller would (controller.TestBGPPasswordCopy tests that part), never from the Secret the peer names.
 	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "router-pw"},
 		Type: corev1.SecretTypeBasicAuth, Data: map[string][]byte{"password": []byte("not read by the speakers")}})
-	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: config.DefaultBGPPasswordsSecret},
+	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: v1beta1.DefaultBGPPasswordsSecret},
 		Data: map[string][]byte{"router": []byte("first")}})
 	e.create(&v1beta1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "router"},
 		Spec: v1beta1.BGPPeerSpec{MyASN: 64500, PeerASN: 64501, PeerAddress: "127.0.0.9",
@@ -182,7 +181,7 @@ func TestBGPPlanApplied(t *testing.T) {
 	})
 
 	var s corev1.Secret
-	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: config.DefaultBGPPasswordsSecret}, &s); err != nil {
+	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: v1beta1.DefaultBGPPasswordsSecret}, &s); err != nil {
 		t.Fatal(err)
 	}
 	s.Data["router"] = []byte("second")

@@ -20,6 +20,7 @@ import (
 
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/configobjs"
+	"github.com/herald-lb/herald/config/eligible"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/speaker/inputs"
@@ -128,7 +129,7 @@ func cacheCorpus() ([]corev1.Service, []discoveryv1.EndpointSlice, []corev1.Node
 								s.Labels = map[string]string{"app": "x", "tier": fmt.Sprint(i % 4)}
 							}
 							if pool != "" {
-								s.Annotations = map[string]string{svcstatus.AnnotationPool: pool}
+								s.Annotations = map[string]string{v1beta1.AnnotationIPAllocatedFromPool: pool}
 							}
 							if i%5 == 0 {
 								if s.Annotations == nil {
@@ -228,7 +229,7 @@ func cacheCorpus() ([]corev1.Service, []discoveryv1.EndpointSlice, []corev1.Node
 					node.Status.Addresses = append(node.Status.Addresses, a)
 				}
 				if excluded {
-					node.Labels[inputs.LabelExcludeFromLB] = ""
+					node.Labels[eligible.LabelExclude] = ""
 				}
 				junkMeta(&node.ObjectMeta)
 				node.Namespace = ""

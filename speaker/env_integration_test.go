@@ -32,7 +32,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/internal/kubeapi"
 	"github.com/herald-lb/herald/speaker/members"
@@ -176,8 +175,8 @@ func newEnv(t *testing.T) *env {
 	for i := range key {
 		key[i] = byte(i * 7)
 	}
-	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: config.DefaultMemberlistSecret},
-		Data: map[string][]byte{config.MemberlistKey: key}})
+	e.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: v1beta1.DefaultMemberlistSecret},
+		Data: map[string][]byte{v1beta1.MemberlistKey: key}})
 	t.Cleanup(func() {
 		bg := context.Background()
 		_ = c.DeleteAllOf(bg, &corev1.Service{}, client.InNamespace(e.app))

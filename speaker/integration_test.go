@@ -14,9 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/eligible"
 	"github.com/herald-lb/herald/config/v1beta1"
-	"github.com/herald-lb/herald/speaker/inputs"
 )
 
 // twoNodes creates two Nodes and a dual-stack pool advertised over L2, and
@@ -215,7 +214,7 @@ func TestExcludedNode(t *testing.T) {
 	if err := e.c.Get(e.ctx, client.ObjectKey{Name: winner}, &n); err != nil {
 		t.Fatal(err)
 	}
-	n.Labels = map[string]string{inputs.LabelExcludeFromLB: "true"}
+	n.Labels = map[string]string{eligible.LabelExclude: "true"}
 	if err := e.c.Update(e.ctx, &n); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +283,7 @@ func TestAdvertisementLifecycle(t *testing.T) {
 // allowed.
 func TestRefusesWithoutKey(t *testing.T) {
 	e := newEnv(t)
-	if err := e.c.Delete(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: config.DefaultMemberlistSecret}}); err != nil {
+	if err := e.c.Delete(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: v1beta1.DefaultMemberlistSecret}}); err != nil {
 		t.Fatal(err)
 	}
 	o := DefaultOptions()

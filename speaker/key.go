@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // readKey reads the gossip key from the Secret, waiting up to SecretWait
@@ -24,10 +24,10 @@ func (a *Agent) readKey(ctx context.Context, reader client.Reader) ([]byte, erro
 		var s corev1.Secret
 		err := reader.Get(ctx, name, &s)
 		if err == nil {
-			if k := s.Data[config.MemberlistKey]; len(k) > 0 {
+			if k := s.Data[v1beta1.MemberlistKey]; len(k) > 0 {
 				return k, nil
 			}
-			err = fmt.Errorf("secret %s has no key %q", name, config.MemberlistKey)
+			err = fmt.Errorf("secret %s has no key %q", name, v1beta1.MemberlistKey)
 		}
 		if a.o.MemberlistInsecure {
 			a.log.Warn("running memberlist UNENCRYPTED (--memberlist-insecure): no gossip key", "secret", name.String(), "error", err)
@@ -35,7 +35,7 @@ func (a *Agent) readKey(ctx context.Context, reader client.Reader) ([]byte, erro
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("no memberlist gossip key (secret %s, key %q): %w; the controller creates it; "+
-				"refusing to gossip unencrypted (set --memberlist-insecure to allow it)", name, config.MemberlistKey, err)
+				"refusing to gossip unencrypted (set --memberlist-insecure to allow it)", name, v1beta1.MemberlistKey, err)
 		}
 		if !warned {
 			a.log.Warn("waiting for the memberlist key secret", "secret", name.String(), "error", err)
@@ -59,7 +59,7 @@ func (a *Agent) followKey() {
 		return
 	}
 	data, _ := a.keySecret.Data()
-	k := data[config.MemberlistKey]
+	k := data[v1beta1.MemberlistKey]
 	if len(k) == 0 || bytes.Equal(k, a.key) {
 		return
 	}

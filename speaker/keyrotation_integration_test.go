@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // TestKeyRotationFollowsTheSecret: an operator writes a new gossip key into the memberlist Secret; every running
@@ -30,10 +30,10 @@ func TestKeyRotationFollowsTheSecret(t *testing.T) {
 
 	newKey := bytes.Repeat([]byte{42}, 32)
 	var s corev1.Secret
-	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: config.DefaultMemberlistSecret}, &s); err != nil {
+	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: v1beta1.DefaultMemberlistSecret}, &s); err != nil {
 		t.Fatal(err)
 	}
-	s.Data[config.MemberlistKey] = newKey
+	s.Data[v1beta1.MemberlistKey] = newKey
 	if err := e.c.Update(e.ctx, &s); err != nil {
 		t.Fatal(err)
 	}

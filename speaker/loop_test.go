@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/config"
-	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/internal/cachetrim"
 	"github.com/herald-lb/herald/speaker/inputs"
@@ -117,7 +116,7 @@ func TestSnapshotReadOnly(t *testing.T) {
 	snap.Config = config.ParseKeepingLastValid(objs).Config
 	for i := range snap.Services {
 		snap.Services[i].Labels = map[string]string{"app": snap.Services[i].Name}
-		snap.Services[i].Annotations = map[string]string{svcstatus.AnnotationPool: "v4"}
+		snap.Services[i].Annotations = map[string]string{v1beta1.AnnotationIPAllocatedFromPool: "v4"}
 	}
 	before := inputs.Snapshot{
 		Services: slices.Clone(snap.Services), Slices: slices.Clone(snap.Slices), Nodes: slices.Clone(snap.Nodes),

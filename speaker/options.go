@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/speaker/members"
 )
 
@@ -110,8 +110,8 @@ func DefaultOptions() Options {
 	return Options{
 		Namespace:          "herald-system",
 		MemberlistPort:     members.DefaultPort,
-		MemberlistSecret:   config.DefaultMemberlistSecret,
-		BGPPasswordsSecret: config.DefaultBGPPasswordsSecret,
+		MemberlistSecret:   v1beta1.DefaultMemberlistSecret,
+		BGPPasswordsSecret: v1beta1.DefaultBGPPasswordsSecret,
 		Profile:            members.ProfileFast,
 		MetricsAddr:        ":7572",
 		MetricsSecure:      true,

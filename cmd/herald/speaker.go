@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/speaker"
 	"github.com/herald-lb/herald/speaker/members"
 )
@@ -49,7 +49,7 @@ func parseSpeakerFlags(args []string, getenv func(string) string, stderr io.Writ
 	profile := fs.String("memberlist-profile", string(o.Profile), "memberlist timings: fast (dead node detected in ~0.5-1 s) or default (memberlist's LAN defaults, ~5-6 s)")
 	fs.IntVar(&o.MemberlistPort, "memberlist-port", o.MemberlistPort, "memberlist UDP and TCP port, the same on every node")
 	bind := fs.String("memberlist-bind-address", getenv("POD_IP"), "memberlist listen address (default: env POD_IP, else the Node's first InternalIP)")
-	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", o.MemberlistSecret, "Secret (in --namespace) holding the gossip key under \""+config.MemberlistKey+"\"")
+	fs.StringVar(&o.MemberlistSecret, "memberlist-secret", o.MemberlistSecret, "Secret (in --namespace) holding the gossip key under \""+v1beta1.MemberlistKey+"\"")
 	fs.StringVar(&o.BGPPasswordsSecret, "bgp-passwords-secret", o.BGPPasswordsSecret, "Secret (in --namespace) the controller copies the BGP peers' passwords into, a key per BGPPeer (herald controller --bgp-passwords-secret)")
 	fs.BoolVar(&o.MemberlistInsecure, "memberlist-insecure", false, "allow UNENCRYPTED gossip when the key Secret is missing (anyone on the network can then join and skew elections)")
 	tun := fs.String("memberlist-tunables", "", "override memberlist timings, e.g. ProbeInterval=200ms,SuspicionMult=2 (see speaker/members)")

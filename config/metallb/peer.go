@@ -12,12 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // Secret type and key of a BGP password, in MetalLB as in Herald.
 const (
 	secretTypeBasicAuth = "kubernetes.io/basic-auth"
-	passwordKey         = config.BGPPasswordKey
+	passwordKey         = v1beta1.BGPPasswordKey
 )
 
 // peer finishes a BGPPeer's spec: its timers and its password Secret.

@@ -41,8 +41,8 @@
 //     no such condition: the reporter removes it.
 //
 // Services placed in a node-address pool have no address of their own; their
-// pool is recorded in the annotation AnnotationPool (which older versions
-// also wrote for address pools). The pool of an address is the pool that
+// pool is recorded in the annotation v1beta1.AnnotationIPAllocatedFromPool
+// (which older versions also wrote for address pools). The pool of an address is the pool that
 // contains it.
 package svcstatus
 
@@ -55,6 +55,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 const (
@@ -66,8 +68,6 @@ const (
 	ReasonAllocated = "Allocated"
 	// ReasonNodeAddressPool: the Service is placed in a node-address pool.
 	ReasonNodeAddressPool = "NodeAddressPool"
-	// AnnotationPool records the node-address pool of a Service.
-	AnnotationPool = "herald.dev/ip-allocated-from-pool"
 	// ConditionSharing records the terms a shared address is held under.
 	ConditionSharing = "herald.dev/SharedAddress"
 	// ReasonShared is ConditionSharing's reason.
@@ -215,11 +215,11 @@ func Condition(svc *corev1.Service) *metav1.Condition {
 // Ours reports whether Herald wrote the Service's status: it carries Herald's
 // condition or pool annotation.
 func Ours(svc *corev1.Service) bool {
-	_, annotated := svc.Annotations[AnnotationPool]
+	_, annotated := svc.Annotations[v1beta1.AnnotationIPAllocatedFromPool]
 	return annotated || Condition(svc) != nil
 }
 
 // NodePool returns the node-address pool recorded on the Service, or "".
 func NodePool(svc *corev1.Service) string {
-	return svc.Annotations[AnnotationPool]
+	return svc.Annotations[v1beta1.AnnotationIPAllocatedFromPool]
 }

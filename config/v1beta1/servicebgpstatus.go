@@ -29,9 +29,6 @@ type ServiceBGPStatus struct {
 	Status ServiceBGPStatusStatus `json:"status,omitempty"`
 }
 
-// LabelNode on a ServiceBGPStatus names the advertising node.
-const LabelNode = "herald.dev/node"
-
 // ServiceBGPStatusStatus is what one advertising node reports.
 type ServiceBGPStatusStatus struct {
 	// Node is the advertising node.

@@ -27,12 +27,6 @@ type ServiceL2Status struct {
 	Status ServiceL2StatusStatus `json:"status,omitempty"`
 }
 
-// Labels on a ServiceL2Status naming its Service.
-const (
-	LabelServiceNamespace = "herald.dev/service-namespace"
-	LabelServiceName      = "herald.dev/service-name"
-)
-
 // ServiceL2StatusStatus is what the announcing speaker reports.
 type ServiceL2StatusStatus struct {
 	// Node is the node that answers ARP/NDP for the Service's addresses.

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/herald-lb/herald/config/v1beta1"
 	heraldcontroller "github.com/herald-lb/herald/controller"
 )
 
@@ -57,7 +58,7 @@ func NewCommand(stop <-chan struct{}) (*cobra.Command, error) {
 	var fss cliflag.NamedFlagSets
 	fs := fss.FlagSet("herald")
 	fs.BoolVar(&o.Switches.LoadBalancer, "enable-load-balancer", true, "offer LoadBalancer: run the service controller and Herald's controller (addresses, ServiceLB)")
-	fs.BoolVar(&o.Switches.NodeLifecycle, "enable-node-lifecycle", true, "offer InstancesV2: run the cloud-node and cloud-node-lifecycle controllers (node addresses from "+KeyInternalIP+", "+KeyExternalIP+", "+KeyHostname+")")
+	fs.BoolVar(&o.Switches.NodeLifecycle, "enable-node-lifecycle", true, "offer InstancesV2: run the cloud-node and cloud-node-lifecycle controllers (node addresses from "+v1beta1.NodeKeyInternalIP+", "+v1beta1.NodeKeyExternalIP+", "+v1beta1.NodeKeyHostname+")")
 	c := &o.Controller
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "Herald's install namespace: configuration, memberlist Secret, the herald-controller Lease ($POD_NAMESPACE sets the default)")
 	fs.StringVar(&c.SvclbNamespace, "svclb-namespace", "", "ServiceLB namespace: the DaemonSets of Services in node-address pools (default: --namespace)")

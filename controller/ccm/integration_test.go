@@ -39,7 +39,6 @@ import (
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
-	"github.com/herald-lb/herald/controller/svclb"
 	"github.com/herald-lb/herald/internal/kubeapi"
 	"github.com/herald-lb/herald/internal/logbuf"
 )
@@ -287,9 +286,9 @@ func addr(typ corev1.NodeAddressType, a string) corev1.NodeAddress {
 func TestNodeLifecycle(t *testing.T) {
 	e := newEnv(t)
 	good, labelled, bad := fmt.Sprintf("ccm-good-%d", e.n), fmt.Sprintf("ccm-label-%d", e.n), fmt.Sprintf("ccm-bad-%d", e.n)
-	e.tainted(good, map[string]string{KeyInternalIP: "10.0.0.5,fd00:10::5", KeyExternalIP: "203.0.113.5", KeyHostname: "good.example"}, nil)
-	e.tainted(labelled, nil, map[string]string{KeyInternalIP: "10.0.0.6", KeyExternalIP: "2001-db8--6"})
-	e.tainted(bad, map[string]string{KeyInternalIP: "10.0.0.300"}, nil)
+	e.tainted(good, map[string]string{v1beta1.NodeKeyInternalIP: "10.0.0.5,fd00:10::5", v1beta1.NodeKeyExternalIP: "203.0.113.5", v1beta1.NodeKeyHostname: "good.example"}, nil)
+	e.tainted(labelled, nil, map[string]string{v1beta1.NodeKeyInternalIP: "10.0.0.6", v1beta1.NodeKeyExternalIP: "2001-db8--6"})
+	e.tainted(bad, map[string]string{v1beta1.NodeKeyInternalIP: "10.0.0.300"}, nil)
 	svc := e.service("untouched", nil)
 
 	p := e.startCCM("--enable-load-balancer=false")
@@ -320,16 +319,16 @@ func TestNodeLifecycle(t *testing.T) {
 		t.Fatalf("node with a bad annotation initialized: %+v", n.Spec)
 	}
 	// Fixed: initialized.
-	e.patchNode(bad, fmt.Sprintf(`{"metadata":{"annotations":{%q:"10.0.0.7"}}}`, KeyInternalIP))
+	e.patchNode(bad, fmt.Sprintf(`{"metadata":{"annotations":{%q:"10.0.0.7"}}}`, v1beta1.NodeKeyInternalIP))
 	e.initialized(bad, 60*time.Second)
 	e.waitAddresses(bad, []corev1.NodeAddress{addr(corev1.NodeInternalIP, "10.0.0.7")})
 
 	// An initialized node whose annotation changes gets the new address; a
 	// broken edit keeps the last good one (and says why).
-	e.patchNode(good, fmt.Sprintf(`{"metadata":{"annotations":{%q:"10.0.0.15"}}}`, KeyInternalIP))
+	e.patchNode(good, fmt.Sprintf(`{"metadata":{"annotations":{%q:"10.0.0.15"}}}`, v1beta1.NodeKeyInternalIP))
 	e.waitAddresses(good, []corev1.NodeAddress{addr(corev1.NodeInternalIP, "10.0.0.15"), addr(corev1.NodeExternalIP, "203.0.113.5"),
 		addr(corev1.NodeHostName, "good.example")})
-	e.patchNode(good, fmt.Sprintf(`{"metadata":{"annotations":{%q:"10.0.0.15,nope"}}}`, KeyInternalIP))
+	e.patchNode(good, fmt.Sprintf(`{"metadata":{"annotations":{%q:"10.0.0.15,nope"}}}`, v1beta1.NodeKeyInternalIP))
 	e.eventually(30*time.Second, "a Warning event on "+good, func() (bool, error) {
 		for _, ev := range e.nodeEvents(good) {
 			if strings.Contains(ev, `"nope": not an IP address`) {
@@ -474,7 +473,7 @@ func (e *env) waitGone(name string, timeout time.Duration) {
 func (e *env) daemonSets(svc string) []appsv1.DaemonSet {
 	e.t.Helper()
 	list, err := e.cs.AppsV1().DaemonSets(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=%s,%s=%s",
-		svclb.LabelServiceNamespace, e.app, svclb.LabelServiceName, svc)})
+		v1beta1.LabelServiceNamespace, e.app, v1beta1.LabelServiceName, svc)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -629,7 +628,7 @@ func TestBothHalves(t *testing.T) {
 	const ip = "198.51.100.8"
 	e.pools(ip)
 	name := fmt.Sprintf("ccm-both-%d", e.n)
-	e.tainted(name, map[string]string{KeyInternalIP: "10.0.2.1"}, nil)
+	e.tainted(name, map[string]string{v1beta1.NodeKeyInternalIP: "10.0.2.1"}, nil)
 	p := e.startCCM()
 	e.service("web", nil)
 	n := e.initialized(name, 60*time.Second)

@@ -10,23 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/herald-lb/herald/config/nodeaddr"
-)
-
-// Herald's node-address keys. Each is read as an annotation first and, when
-// the annotation is absent, as a label of the same name (a kubelet can set
-// labels when it registers, with --node-labels, but no annotations).
-//
-// An annotation holds a comma-separated list of addresses (IPv4 and IPv6, for
-// a dual-stack node). A label value holds one address; label values cannot
-// contain ':', so an IPv6 address in a label is written with '-' for every
-// ':' (fd00:10::5 becomes fd00-10--5).
-const (
-	// KeyInternalIP: the node's InternalIP addresses.
-	KeyInternalIP = "herald.dev/internal-ip"
-	// KeyExternalIP: the node's ExternalIP addresses.
-	KeyExternalIP = "herald.dev/external-ip"
-	// KeyHostname: the node's Hostname address (a DNS-1123 subdomain).
-	KeyHostname = "herald.dev/hostname"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // annotationProvidedNodeIP is where a kubelet started with
@@ -79,9 +63,9 @@ func (e *NodeAddressesError) Error() string {
 // each in the order given.
 func NodeAddresses(node *corev1.Node) ([]corev1.NodeAddress, error) {
 	var problems []AddressProblem
-	internal, ps := readIPs(node, KeyInternalIP)
+	internal, ps := readIPs(node, v1beta1.NodeKeyInternalIP)
 	problems = append(problems, ps...)
-	external, ps := readIPs(node, KeyExternalIP)
+	external, ps := readIPs(node, v1beta1.NodeKeyExternalIP)
 	problems = append(problems, ps...)
 	hostname, ps := readHostname(node)
 	problems = append(problems, ps...)
@@ -94,8 +78,8 @@ func NodeAddresses(node *corev1.Node) ([]corev1.NodeAddress, error) {
 		// --node-ip: say so here, naming the key to fix.
 		for _, ip := range provided {
 			if !slices.Contains(internal, ip) {
-				problems = append(problems, AddressProblem{Key: KeyInternalIP, Source: sourceOf(node, KeyInternalIP),
-					Value: valueOf(node, KeyInternalIP), Reason: fmt.Sprintf("does not contain the kubelet's --node-ip %s", ip)})
+				problems = append(problems, AddressProblem{Key: v1beta1.NodeKeyInternalIP, Source: sourceOf(node, v1beta1.NodeKeyInternalIP),
+					Value: valueOf(node, v1beta1.NodeKeyInternalIP), Reason: fmt.Sprintf("does not contain the kubelet's --node-ip %s", ip)})
 			}
 		}
 	case len(provided) > 0:
@@ -103,12 +87,12 @@ func NodeAddresses(node *corev1.Node) ([]corev1.NodeAddress, error) {
 	default:
 		internal = nodeaddr.Of(node, corev1.NodeInternalIP)
 	}
-	if len(external) == 0 && !hasKey(node, KeyExternalIP) {
+	if len(external) == 0 && !hasKey(node, v1beta1.NodeKeyExternalIP) {
 		external = nodeaddr.Of(node, corev1.NodeExternalIP)
 	}
 	if len(problems) == 0 && len(internal) == 0 {
-		problems = append(problems, AddressProblem{Key: KeyInternalIP, Source: "annotation", Reason: "no InternalIP: set the annotation " +
-			KeyInternalIP + " (or the label), or start the kubelet with --node-ip"})
+		problems = append(problems, AddressProblem{Key: v1beta1.NodeKeyInternalIP, Source: "annotation", Reason: "no InternalIP: set the annotation " +
+			v1beta1.NodeKeyInternalIP + " (or the label), or start the kubelet with --node-ip"})
 	}
 	if len(problems) > 0 {
 		return nil, &NodeAddressesError{Node: node.Name, Problems: problems}
@@ -214,13 +198,13 @@ func parseNodeIP(s string) (netip.Addr, string) {
 
 // readHostname reads the hostname key.
 func readHostname(node *corev1.Node) (string, []AddressProblem) {
-	if !hasKey(node, KeyHostname) {
+	if !hasKey(node, v1beta1.NodeKeyHostname) {
 		return "", nil
 	}
-	src, val := sourceOf(node, KeyHostname), valueOf(node, KeyHostname)
+	src, val := sourceOf(node, v1beta1.NodeKeyHostname), valueOf(node, v1beta1.NodeKeyHostname)
 	h := strings.TrimSpace(val)
 	if errs := validation.IsDNS1123Subdomain(h); len(errs) > 0 {
-		return "", []AddressProblem{{Key: KeyHostname, Source: src, Value: val, Reason: strings.Join(errs, "; ")}}
+		return "", []AddressProblem{{Key: v1beta1.NodeKeyHostname, Source: src, Value: val, Reason: strings.Join(errs, "; ")}}
 	}
 	return h, nil
 }

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // FuzzNodeAddresses feeds the node keys the cloud provider reads (Herald's internal-ip, external-ip and hostname
@@ -30,11 +32,11 @@ func FuzzNodeAddresses(f *testing.F) {
 				m[k] = v
 			}
 		}
-		put(node.Annotations, KeyInternalIP, internal)
-		put(node.Annotations, KeyExternalIP, external)
-		put(node.Annotations, KeyHostname, hostname)
+		put(node.Annotations, v1beta1.NodeKeyInternalIP, internal)
+		put(node.Annotations, v1beta1.NodeKeyExternalIP, external)
+		put(node.Annotations, v1beta1.NodeKeyHostname, hostname)
 		put(node.Annotations, annotationProvidedNodeIP, provided)
-		put(node.Labels, KeyInternalIP, internalLabel)
+		put(node.Labels, v1beta1.NodeKeyInternalIP, internalLabel)
 		if reported != "" {
 			node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: reported}}
 		}

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 func TestNodeAddresses(t *testing.T) {
@@ -25,23 +27,23 @@ func TestNodeAddresses(t *testing.T) {
 	}{
 		{
 			name:        "annotations, dual-stack, all three",
-			annotations: map[string]string{KeyInternalIP: "10.0.0.5, fd00:10::5", KeyExternalIP: "203.0.113.5", KeyHostname: "node-a.example"},
+			annotations: map[string]string{v1beta1.NodeKeyInternalIP: "10.0.0.5, fd00:10::5", v1beta1.NodeKeyExternalIP: "203.0.113.5", v1beta1.NodeKeyHostname: "node-a.example"},
 			want:        []corev1.NodeAddress{internal("10.0.0.5"), internal("fd00:10::5"), external("203.0.113.5"), host("node-a.example")},
 		},
 		{
 			name:   "labels, IPv6 with dashes",
-			labels: map[string]string{KeyInternalIP: "fd00-10--5", KeyExternalIP: "203.0.113.5", KeyHostname: "node-a"},
+			labels: map[string]string{v1beta1.NodeKeyInternalIP: "fd00-10--5", v1beta1.NodeKeyExternalIP: "203.0.113.5", v1beta1.NodeKeyHostname: "node-a"},
 			want:   []corev1.NodeAddress{internal("fd00:10::5"), external("203.0.113.5"), host("node-a")},
 		},
 		{
 			name:        "the annotation wins over the label",
-			annotations: map[string]string{KeyInternalIP: "10.0.0.5"},
-			labels:      map[string]string{KeyInternalIP: "10.0.0.6"},
+			annotations: map[string]string{v1beta1.NodeKeyInternalIP: "10.0.0.5"},
+			labels:      map[string]string{v1beta1.NodeKeyInternalIP: "10.0.0.6"},
 			want:        []corev1.NodeAddress{internal("10.0.0.5")},
 		},
 		{
 			name:        "duplicates dropped, order kept",
-			annotations: map[string]string{KeyInternalIP: "10.0.0.6,10.0.0.5,10.0.0.6"},
+			annotations: map[string]string{v1beta1.NodeKeyInternalIP: "10.0.0.6,10.0.0.5,10.0.0.6"},
 			want:        []corev1.NodeAddress{internal("10.0.0.6"), internal("10.0.0.5")},
 		},
 		{
@@ -52,12 +54,12 @@ func TestNodeAddresses(t *testing.T) {
 		},
 		{
 			name:        "Herald's key must contain the kubelet's --node-ip",
-			annotations: map[string]string{KeyInternalIP: "10.0.0.5", annotationProvidedNodeIP: "10.0.0.7"},
+			annotations: map[string]string{v1beta1.NodeKeyInternalIP: "10.0.0.5", annotationProvidedNodeIP: "10.0.0.7"},
 			wantErr:     []string{`annotation herald.dev/internal-ip="10.0.0.5": does not contain the kubelet's --node-ip 10.0.0.7`},
 		},
 		{
 			name:        "Herald's key containing the kubelet's --node-ip",
-			annotations: map[string]string{KeyInternalIP: "10.0.0.5,10.0.0.7", annotationProvidedNodeIP: "10.0.0.7"},
+			annotations: map[string]string{v1beta1.NodeKeyInternalIP: "10.0.0.5,10.0.0.7", annotationProvidedNodeIP: "10.0.0.7"},
 			want:        []corev1.NodeAddress{internal("10.0.0.5"), internal("10.0.0.7")},
 		},
 		{
@@ -73,7 +75,7 @@ func TestNodeAddresses(t *testing.T) {
 		},
 		{
 			name:        "an empty key is refused (not read as \"none\")",
-			annotations: map[string]string{KeyInternalIP: "10.0.0.5", KeyExternalIP: ""},
+			annotations: map[string]string{v1beta1.NodeKeyInternalIP: "10.0.0.5", v1beta1.NodeKeyExternalIP: ""},
 			status:      []corev1.NodeAddress{external("198.51.100.8")},
 			wantErr:     []string{`annotation herald.dev/external-ip="": "": empty address`},
 		},
@@ -85,10 +87,10 @@ func TestNodeAddresses(t *testing.T) {
 		{
 			name: "every problem named",
 			annotations: map[string]string{
-				KeyInternalIP: "10.0.0.5,not-an-ip,127.0.0.1,fe80::1,::,224.0.0.1,::ffff:10.0.0.9,fd00::1%eth0",
-				KeyHostname:   "Node_A",
+				v1beta1.NodeKeyInternalIP: "10.0.0.5,not-an-ip,127.0.0.1,fe80::1,::,224.0.0.1,::ffff:10.0.0.9,fd00::1%eth0",
+				v1beta1.NodeKeyHostname:   "Node_A",
 			},
-			labels: map[string]string{KeyExternalIP: "300.1.1.1"},
+			labels: map[string]string{v1beta1.NodeKeyExternalIP: "300.1.1.1"},
 			wantErr: []string{
 				`"not-an-ip": not an IP address`,
 				`"127.0.0.1": a loopback address`,

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 type fakeBackend struct {
@@ -47,7 +49,7 @@ func TestInstancesInterface(t *testing.T) {
 	p.SetRecorder(rec)
 	inst, _ := p.InstancesV2()
 	ctx := context.Background()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{KeyInternalIP: "10.0.0.5"}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{v1beta1.NodeKeyInternalIP: "10.0.0.5"}}}
 	if ok, err := inst.InstanceExists(ctx, node); !ok || err != nil {
 		t.Errorf("InstanceExists = %v, %v", ok, err)
 	}
@@ -66,7 +68,7 @@ func TestInstancesInterface(t *testing.T) {
 		t.Errorf("events for a good node: %v", ev)
 	}
 
-	node.Annotations[KeyInternalIP] = "10.0.0.300"
+	node.Annotations[v1beta1.NodeKeyInternalIP] = "10.0.0.300"
 	if _, err := inst.InstanceMetadata(ctx, node); err == nil {
 		t.Fatal("no error for a bad address")
 	}

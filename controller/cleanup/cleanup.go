@@ -283,7 +283,7 @@ func (r *runner) daemonSets(ctx context.Context) error {
 		}
 		if ok {
 			r.log.Info("deleted svclb DaemonSet", "daemonset", ns+"/"+ds.Name,
-				"service", ds.Labels[svclb.LabelServiceNamespace]+"/"+ds.Labels[svclb.LabelServiceName])
+				"service", ds.Labels[v1beta1.LabelServiceNamespace]+"/"+ds.Labels[v1beta1.LabelServiceName])
 			r.res.DaemonSets++
 		}
 	}

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller/svclb"
@@ -126,7 +125,7 @@ func svclbDS(ns, name string, heralds bool) *appsv1.DaemonSet {
 	labels := map[string]string{"app": name}
 	if heralds {
 		labels = map[string]string{svclb.LabelManagedBy: svclb.ManagedBy, svclb.LabelComponent: svclb.Component,
-			svclb.LabelServiceNamespace: "cl-apps", svclb.LabelServiceName: "onnodes"}
+			v1beta1.LabelServiceNamespace: "cl-apps", v1beta1.LabelServiceName: "onnodes"}
 	}
 	return &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
@@ -157,7 +156,7 @@ func TestCleanupRemovesOnlyHeralds(t *testing.T) {
 	userAnn := map[string]string{"herald.dev/address-pool": "lan", "herald.dev/loadBalancerIPs": "192.0.2.10"}
 
 	e.service(apps, "lb", nil, userAnn, []corev1.LoadBalancerIngress{{IP: "192.0.2.10", IPMode: &vip}}, allocated())
-	e.service(apps, "onnodes", nil, map[string]string{svcstatus.AnnotationPool: "nodes", "herald.dev/address-pool": "nodes"},
+	e.service(apps, "onnodes", nil, map[string]string{v1beta1.AnnotationIPAllocatedFromPool: "nodes", "herald.dev/address-pool": "nodes"},
 		[]corev1.LoadBalancerIngress{{IP: "10.0.0.11", IPMode: &proxy}, {IP: "10.0.0.12", IPMode: &proxy}},
 		[]metav1.Condition{{Type: svcstatus.ConditionType, Status: metav1.ConditionTrue, Reason: svcstatus.ReasonNodeAddressPool, Message: "x"}})
 	// Herald never writes ports: an entry with ports is another controller's.
@@ -184,7 +183,7 @@ func TestCleanupRemovesOnlyHeralds(t *testing.T) {
 	sp := &v1beta1.SpeakerStatus{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "n1"}, Status: v1beta1.SpeakerStatusStatus{Node: "n1", Members: 2}}
 	l2Elsewhere := &v1beta1.ServiceL2Status{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "cl-apps.lb"}}
 	spElsewhere := &v1beta1.SpeakerStatus{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "n1"}}
-	memberlist := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: config.DefaultMemberlistSecret}, Data: map[string][]byte{config.MemberlistKey: make([]byte, 32)}}
+	memberlist := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1beta1.DefaultMemberlistSecret}, Data: map[string][]byte{v1beta1.MemberlistKey: make([]byte, 32)}}
 	webhook := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "herald-webhook-cert"}}
 	userSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "peer-password"}, StringData: map[string]string{"password": "x"}}
 	sameNameElsewhere := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "herald-memberlist"}}

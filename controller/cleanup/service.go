@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/herald-lb/herald/config/svcstatus"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // ServiceChange is what cleanup removes from one Service. The zero value
@@ -49,7 +50,7 @@ func (c ServiceChange) StatusChanged() bool { return len(c.DropIngress) > 0 || c
 // heraldAnnotations are the Service annotations the controller itself sets.
 // The request annotations (herald.dev/loadBalancerIPs, address-pool,
 // allow-shared-ip and MetalLB's) are the user's and are never listed here.
-var heraldAnnotations = []string{svcstatus.AnnotationPool}
+var heraldAnnotations = []string{v1beta1.AnnotationIPAllocatedFromPool}
 
 // PlanService decides what of Herald's is left on svc after Herald is gone:
 //

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/herald-lb/herald/config/svcstatus"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 func TestPlanService(t *testing.T) {
@@ -67,14 +68,14 @@ func TestPlanService(t *testing.T) {
 			svc:  svcSpec{ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", nil)}, conds: []metav1.Condition{allocated}},
 			want: ServiceChange{DropIngress: []corev1.LoadBalancerIngress{ip("192.0.2.10", nil)}, DropCondition: true}},
 		{name: "node-address pool: Proxy entries and the pool annotation",
-			svc: svcSpec{ann: map[string]string{svcstatus.AnnotationPool: "nodes", "herald.dev/address-pool": "nodes"},
+			svc: svcSpec{ann: map[string]string{v1beta1.AnnotationIPAllocatedFromPool: "nodes", "herald.dev/address-pool": "nodes"},
 				ingress: []corev1.LoadBalancerIngress{ip("10.0.0.11", &proxy), ip("10.0.0.12", &proxy)},
 				conds:   []metav1.Condition{{Type: svcstatus.ConditionType, Status: metav1.ConditionTrue, Reason: svcstatus.ReasonNodeAddressPool}}},
 			want: ServiceChange{DropIngress: []corev1.LoadBalancerIngress{ip("10.0.0.11", &proxy), ip("10.0.0.12", &proxy)},
-				DropCondition: true, DropAnnotations: []string{svcstatus.AnnotationPool}}},
+				DropCondition: true, DropAnnotations: []string{v1beta1.AnnotationIPAllocatedFromPool}}},
 		{name: "pool annotation alone marks the status as Herald's",
-			svc:  svcSpec{ann: map[string]string{svcstatus.AnnotationPool: "nodes"}, ingress: []corev1.LoadBalancerIngress{ip("10.0.0.11", &proxy)}},
-			want: ServiceChange{DropIngress: []corev1.LoadBalancerIngress{ip("10.0.0.11", &proxy)}, DropAnnotations: []string{svcstatus.AnnotationPool}}},
+			svc:  svcSpec{ann: map[string]string{v1beta1.AnnotationIPAllocatedFromPool: "nodes"}, ingress: []corev1.LoadBalancerIngress{ip("10.0.0.11", &proxy)}},
+			want: ServiceChange{DropIngress: []corev1.LoadBalancerIngress{ip("10.0.0.11", &proxy)}, DropAnnotations: []string{v1beta1.AnnotationIPAllocatedFromPool}}},
 		{name: "foreign entries beside Herald's stay",
 			svc: svcSpec{ingress: []corev1.LoadBalancerIngress{host, ip("192.0.2.10", &vip), withPorts, ip("10.0.0.11", &proxy)},
 				conds: []metav1.Condition{allocated}},
@@ -87,9 +88,9 @@ func TestPlanService(t *testing.T) {
 			svc:  svcSpec{ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, conds: []metav1.Condition{waiting}},
 			want: ServiceChange{DropCondition: true}},
 		{name: "another class: only Herald's marks go",
-			svc: svcSpec{class: &otherClass, ann: map[string]string{svcstatus.AnnotationPool: "nodes"},
+			svc: svcSpec{class: &otherClass, ann: map[string]string{v1beta1.AnnotationIPAllocatedFromPool: "nodes"},
 				ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, conds: []metav1.Condition{allocated}},
-			want: ServiceChange{DropCondition: true, DropAnnotations: []string{svcstatus.AnnotationPool}}},
+			want: ServiceChange{DropCondition: true, DropAnnotations: []string{v1beta1.AnnotationIPAllocatedFromPool}}},
 		{name: "no class with --only-class: not served, entries stay",
 			svc: svcSpec{ingress: []corev1.LoadBalancerIngress{ip("192.0.2.10", &vip)}, conds: []metav1.Condition{allocated}}, onlyClass: true,
 			want: ServiceChange{DropCondition: true}},
@@ -130,7 +131,7 @@ func TestPlanService(t *testing.T) {
 				t.Errorf("finalizers after Apply: %v (were %v)", after.Finalizers, tc.svc.fin)
 			}
 			for k, v := range tc.svc.ann {
-				if k != svcstatus.AnnotationPool && after.Annotations[k] != v {
+				if k != v1beta1.AnnotationIPAllocatedFromPool && after.Annotations[k] != v {
 					t.Errorf("user annotation %s=%q not kept (%q)", k, v, after.Annotations[k])
 				}
 			}

@@ -39,7 +39,7 @@ func TestBuildAcceptedByAPIServer(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{NodeLabelEnableLB: "true"}}}}
+	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{v1beta1.K3sNodeLabelEnableLB: "true"}}}}
 	pool := &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"},
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "role", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"db"}}}}
 	tests := []struct {
@@ -55,10 +55,10 @@ func TestBuildAcceptedByAPIServer(t *testing.T) {
 			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
 			s.Spec.ClusterIPs = []string{"fd00:43::10", "10.43.0.10"}
 			s.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24", "2001:db8::/32"}
-			s.Labels = map[string]string{LabelLBPool: "edge"}
+			s.Labels = map[string]string{v1beta1.K3sLabelLBPool: "edge"}
 			s.Annotations = map[string]string{
-				K3sAnnotationPriorityClass: "lb-critical",
-				K3sAnnotationTolerations:   "- {key: dedicated, operator: Equal, value: edge, effect: NoExecute, tolerationSeconds: 30}\n- {operator: Exists}\n",
+				v1beta1.K3sAnnotationPriorityClass: "lb-critical",
+				v1beta1.K3sAnnotationTolerations:   "- {key: dedicated, operator: Equal, value: edge, effect: NoExecute, tolerationSeconds: 30}\n- {operator: Exists}\n",
 			}
 		}), opts: Options{Namespace: ns, Image: "herald:test", PoolNodeSelector: pool, Nodes: nodes,
 			Forwarders: config.ForwarderTerms{PriorityClassName: config.DefaultForwarderPriorityClass, AllowedPriorityClassNames: []string{"lb-critical"},

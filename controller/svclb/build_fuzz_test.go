@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // FuzzBuild feeds what a tenant writes on a Service in a node-address pool (the priority-class and tolerations
@@ -25,8 +26,8 @@ func FuzzBuild(f *testing.F) {
 	f.Fuzz(func(t *testing.T, class, k3sClass, tolerations, k3sTolerations, ranges string, port int32, proto string) {
 		svc := testService(func(s *corev1.Service) {
 			s.Annotations = map[string]string{}
-			for k, v := range map[string]string{AnnotationPriorityClass: class, K3sAnnotationPriorityClass: k3sClass,
-				AnnotationTolerations: tolerations, K3sAnnotationTolerations: k3sTolerations} {
+			for k, v := range map[string]string{v1beta1.AnnotationSvcLBPriorityClass: class, v1beta1.K3sAnnotationPriorityClass: k3sClass,
+				v1beta1.AnnotationSvcLBTolerations: tolerations, v1beta1.K3sAnnotationTolerations: k3sTolerations} {
 				if v != "" {
 					s.Annotations[k] = v
 				}

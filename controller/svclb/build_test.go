@@ -210,19 +210,19 @@ func TestBuildRules(t *testing.T) {
 				t.Errorf("SRC_RANGES %q", got)
 			}
 		}},
-		{name: "priority class from k3s's annotation", svc: testService(annotate(K3sAnnotationPriorityClass, "lb-critical")),
+		{name: "priority class from k3s's annotation", svc: testService(annotate(v1beta1.K3sAnnotationPriorityClass, "lb-critical")),
 			check: func(t *testing.T, ds *appsv1.DaemonSet) {
 				if got := ds.Spec.Template.Spec.PriorityClassName; got != "lb-critical" {
 					t.Errorf("priority class %q", got)
 				}
 			}},
-		{name: "priority class: Herald's annotation wins", svc: testService(annotate(K3sAnnotationPriorityClass, "k3s-one", AnnotationPriorityClass, "herald-one")),
+		{name: "priority class: Herald's annotation wins", svc: testService(annotate(v1beta1.K3sAnnotationPriorityClass, "k3s-one", v1beta1.AnnotationSvcLBPriorityClass, "herald-one")),
 			check: func(t *testing.T, ds *appsv1.DaemonSet) {
 				if got := ds.Spec.Template.Spec.PriorityClassName; got != "herald-one" {
 					t.Errorf("priority class %q", got)
 				}
 			}},
-		{name: "tolerations from the annotation (YAML) after the pool's", svc: testService(annotate(K3sAnnotationTolerations,
+		{name: "tolerations from the annotation (YAML) after the pool's", svc: testService(annotate(v1beta1.K3sAnnotationTolerations,
 			"- key: dedicated\n  operator: Equal\n  value: edge\n  effect: NoSchedule\n")),
 			check: func(t *testing.T, ds *appsv1.DaemonSet) {
 				tol := ds.Spec.Template.Spec.Tolerations
@@ -257,13 +257,13 @@ func TestBuildRules(t *testing.T) {
 				}
 			}},
 		{name: "placement: pool selector and lbpool in a required node affinity", svc: testService(func(s *corev1.Service) {
-			s.Labels = map[string]string{LabelLBPool: "edge"}
+			s.Labels = map[string]string{v1beta1.K3sLabelLBPool: "edge"}
 		}), check: func(t *testing.T, ds *appsv1.DaemonSet) {
 			a := ds.Spec.Template.Spec.Affinity
 			if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 				t.Fatalf("affinity %+v", a)
 			}
-			want := []corev1.NodeSelectorRequirement{{Key: LabelLBPool, Operator: corev1.NodeSelectorOpIn, Values: []string{"edge"}}}
+			want := []corev1.NodeSelectorRequirement{{Key: v1beta1.K3sLabelLBPool, Operator: corev1.NodeSelectorOpIn, Values: []string{"edge"}}}
 			if got := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions; !reflect.DeepEqual(got, want) {
 				t.Errorf("requirements %v, want %v", got, want)
 			}
@@ -287,16 +287,16 @@ func TestBuildProblems(t *testing.T) {
 		want  string // part of its reason
 	}{
 		{name: "bad toleration operator", svc: testService(func(s *corev1.Service) {
-			s.Annotations = map[string]string{K3sAnnotationTolerations: `[{"key":"a","operator":"Equals","value":"b"}]`}
+			s.Annotations = map[string]string{v1beta1.K3sAnnotationTolerations: `[{"key":"a","operator":"Equals","value":"b"}]`}
 		}), field: "metadata.annotations[svccontroller.k3s.cattle.io/tolerations][0]", want: `operator "Equals"`},
 		{name: "tolerations not a list", svc: testService(func(s *corev1.Service) {
-			s.Annotations = map[string]string{AnnotationTolerations: `key: a`}
+			s.Annotations = map[string]string{v1beta1.AnnotationSvcLBTolerations: `key: a`}
 		}), field: "metadata.annotations[herald.dev/svclb-tolerations]", want: "not a JSON or YAML list"},
 		{name: "toleration unknown field", svc: testService(func(s *corev1.Service) {
-			s.Annotations = map[string]string{K3sAnnotationTolerations: `[{"key":"a","operater":"Exists"}]`}
+			s.Annotations = map[string]string{v1beta1.K3sAnnotationTolerations: `[{"key":"a","operater":"Exists"}]`}
 		}), field: "metadata.annotations[svccontroller.k3s.cattle.io/tolerations]", want: "operater"},
 		{name: "bad priority class", svc: testService(func(s *corev1.Service) {
-			s.Annotations = map[string]string{K3sAnnotationPriorityClass: "Not_A_Name"}
+			s.Annotations = map[string]string{v1beta1.K3sAnnotationPriorityClass: "Not_A_Name"}
 		}), field: "metadata.annotations[svccontroller.k3s.cattle.io/priorityclassname]", want: "not a priority class name"},
 		{name: "SCTP", svc: testService(func(s *corev1.Service) { s.Spec.Ports[1].Protocol = corev1.ProtocolSCTP }),
 			field: "spec.ports[1].protocol", want: "only TCP and UDP"},

@@ -23,39 +23,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/v1beta1"
 	forwarder "github.com/herald-lb/herald/svclb"
 )
 
-// Labels on the DaemonSet and its pods, linking them to the Service.
+// Labels on the DaemonSet and its pods naming what made them (the labels
+// naming their Service are config/v1beta1's, with every other name Herald
+// writes on objects not its own).
 const (
-	LabelManagedBy        = "app.kubernetes.io/managed-by"
-	ManagedBy             = "herald"
-	LabelComponent        = "app.kubernetes.io/component"
-	Component             = "svclb"
-	LabelServiceName      = "herald.dev/service-name"
-	LabelServiceNamespace = "herald.dev/service-namespace"
-	LabelServiceUID       = "herald.dev/service-uid"
-	// k3s ServiceLB's labels, kept so that tooling written for k3s finds the pods.
-	K3sLabelServiceName      = "svccontroller.k3s.cattle.io/svcname"
-	K3sLabelServiceNamespace = "svccontroller.k3s.cattle.io/svcnamespace"
-)
-
-// Node labels (k3s ServiceLB's meaning).
-const (
-	// NodeLabelEnableLB: if any node carries it, only nodes where it is
-	// "true" run svclb pods.
-	NodeLabelEnableLB = "svccontroller.k3s.cattle.io/enablelb"
-	// LabelLBPool on a Service picks the nodes whose label of the same key has
-	// the same value.
-	LabelLBPool = "svccontroller.k3s.cattle.io/lbpool"
-)
-
-// Service annotations. Herald's own take precedence over k3s's.
-const (
-	AnnotationPriorityClass    = "herald.dev/svclb-priority-class-name"
-	K3sAnnotationPriorityClass = "svccontroller.k3s.cattle.io/priorityclassname"
-	AnnotationTolerations      = "herald.dev/svclb-tolerations"
-	K3sAnnotationTolerations   = "svccontroller.k3s.cattle.io/tolerations"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "herald"
+	LabelComponent = "app.kubernetes.io/component"
+	Component      = "svclb"
 )
 
 // Defaults.
@@ -371,20 +350,20 @@ func Build(svc *corev1.Service, opts Options) (*appsv1.DaemonSet, []Problem) {
 // Labels are the labels of the DaemonSet and its pods.
 func Labels(svc *corev1.Service) map[string]string {
 	return map[string]string{
-		LabelManagedBy:           ManagedBy,
-		LabelComponent:           Component,
-		LabelServiceName:         svc.Name,
-		LabelServiceNamespace:    svc.Namespace,
-		LabelServiceUID:          string(svc.UID),
-		K3sLabelServiceName:      svc.Name,
-		K3sLabelServiceNamespace: svc.Namespace,
+		LabelManagedBy:                   ManagedBy,
+		LabelComponent:                   Component,
+		v1beta1.LabelServiceName:         svc.Name,
+		v1beta1.LabelServiceNamespace:    svc.Namespace,
+		v1beta1.LabelServiceUID:          string(svc.UID),
+		v1beta1.K3sLabelServiceName:      svc.Name,
+		v1beta1.K3sLabelServiceNamespace: svc.Namespace,
 	}
 }
 
 // Selector is the DaemonSet's pod selector (immutable once created): the
 // component and the Service's UID.
 func Selector(svc *corev1.Service) map[string]string {
-	return map[string]string{LabelComponent: Component, LabelServiceUID: string(svc.UID)}
+	return map[string]string{LabelComponent: Component, v1beta1.LabelServiceUID: string(svc.UID)}
 }
 
 func sourceRanges(svc *corev1.Service, families []corev1.IPFamily) (string, []Problem) {

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/herald-lb/herald/config/v1beta1"
 )
 
 // NodeRequirements are the node-label requirements a node must meet to run
@@ -52,13 +54,13 @@ func NodeRequirements(svc *corev1.Service, pool *metav1.LabelSelector, nodes []c
 		}
 	}
 	for _, n := range nodes {
-		if _, ok := n.Labels[NodeLabelEnableLB]; ok {
-			reqs = append(reqs, corev1.NodeSelectorRequirement{Key: NodeLabelEnableLB, Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}})
+		if _, ok := n.Labels[v1beta1.K3sNodeLabelEnableLB]; ok {
+			reqs = append(reqs, corev1.NodeSelectorRequirement{Key: v1beta1.K3sNodeLabelEnableLB, Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}})
 			break
 		}
 	}
-	if v, ok := svc.Labels[LabelLBPool]; ok {
-		reqs = append(reqs, corev1.NodeSelectorRequirement{Key: LabelLBPool, Operator: corev1.NodeSelectorOpIn, Values: []string{v}})
+	if v, ok := svc.Labels[v1beta1.K3sLabelLBPool]; ok {
+		reqs = append(reqs, corev1.NodeSelectorRequirement{Key: v1beta1.K3sLabelLBPool, Operator: corev1.NodeSelectorOpIn, Values: []string{v}})
 	}
 	return reqs, problems
 }

@@ -74,29 +74,29 @@ func TestTolerations(t *testing.T) {
 	}{
 		{name: "none: the pool's only", want: pool},
 		{name: "a pool without terms: none", terms: &config.ForwarderTerms{}, want: []corev1.Toleration{}},
-		{name: "blank annotation", annotations: map[string]string{K3sAnnotationTolerations: "  "}, want: pool},
-		{name: "JSON list", annotations: map[string]string{K3sAnnotationTolerations: `[{"key":"dedicated","operator":"Equal","value":"edge","effect":"NoSchedule"},{"key":"gpu","operator":"Exists"}]`},
+		{name: "blank annotation", annotations: map[string]string{v1beta1.K3sAnnotationTolerations: "  "}, want: pool},
+		{name: "JSON list", annotations: map[string]string{v1beta1.K3sAnnotationTolerations: `[{"key":"dedicated","operator":"Equal","value":"edge","effect":"NoSchedule"},{"key":"gpu","operator":"Exists"}]`},
 			want: append(append([]corev1.Toleration(nil), pool...), edge, gpu)},
-		{name: "YAML list", annotations: map[string]string{K3sAnnotationTolerations: "- key: gpu\n  operator: Exists\n"},
+		{name: "YAML list", annotations: map[string]string{v1beta1.K3sAnnotationTolerations: "- key: gpu\n  operator: Exists\n"},
 			want: append(append([]corev1.Toleration(nil), pool...), gpu)},
 		{name: "Herald's annotation wins over k3s's", annotations: map[string]string{
-			K3sAnnotationTolerations: `[{"key":"gpu","operator":"Exists"}]`,
-			AnnotationTolerations:    `[{"key":"dedicated","operator":"Equal","value":"edge","effect":"NoSchedule"}]`},
+			v1beta1.K3sAnnotationTolerations:   `[{"key":"gpu","operator":"Exists"}]`,
+			v1beta1.AnnotationSvcLBTolerations: `[{"key":"dedicated","operator":"Equal","value":"edge","effect":"NoSchedule"}]`},
 			want: append(append([]corev1.Toleration(nil), pool...), edge)},
-		{name: "one bad of two: nothing, problem on the bad one", annotations: map[string]string{K3sAnnotationTolerations: `[{"key":"gpu","operator":"Exists"},{"operator":"Equal","value":"x"}]`},
+		{name: "one bad of two: nothing, problem on the bad one", annotations: map[string]string{v1beta1.K3sAnnotationTolerations: `[{"key":"gpu","operator":"Exists"},{"operator":"Equal","value":"x"}]`},
 			problem: "metadata.annotations[svccontroller.k3s.cattle.io/tolerations][1]: operator must be Exists"},
-		{name: "the control plane, not allowed", annotations: map[string]string{AnnotationTolerations: `[{"key":"node-role.kubernetes.io/control-plane","operator":"Exists"}]`},
+		{name: "the control plane, not allowed", annotations: map[string]string{v1beta1.AnnotationSvcLBTolerations: `[{"key":"node-role.kubernetes.io/control-plane","operator":"Exists"}]`},
 			problem: "does not allow the toleration node-role.kubernetes.io/control-plane"},
-		{name: "every taint, not allowed", annotations: map[string]string{AnnotationTolerations: `[{"operator":"Exists"}]`},
+		{name: "every taint, not allowed", annotations: map[string]string{v1beta1.AnnotationSvcLBTolerations: `[{"operator":"Exists"}]`},
 			problem: "does not allow the toleration every taint"},
-		{name: "Exists where only a value is allowed", annotations: map[string]string{AnnotationTolerations: `[{"key":"dedicated","operator":"Exists"}]`},
+		{name: "Exists where only a value is allowed", annotations: map[string]string{v1beta1.AnnotationSvcLBTolerations: `[{"key":"dedicated","operator":"Exists"}]`},
 			problem: "does not allow the toleration dedicated"},
-		{name: "another value", annotations: map[string]string{AnnotationTolerations: `[{"key":"dedicated","value":"core"}]`},
+		{name: "another value", annotations: map[string]string{v1beta1.AnnotationSvcLBTolerations: `[{"key":"dedicated","value":"core"}]`},
 			problem: "dedicated=core"},
-		{name: "nothing allowed", terms: &config.ForwarderTerms{}, annotations: map[string]string{AnnotationTolerations: `[{"key":"gpu","operator":"Exists"}]`},
+		{name: "nothing allowed", terms: &config.ForwarderTerms{}, annotations: map[string]string{v1beta1.AnnotationSvcLBTolerations: `[{"key":"gpu","operator":"Exists"}]`},
 			problem: "does not allow the toleration gpu"},
-		{name: "an object, not a list", annotations: map[string]string{K3sAnnotationTolerations: `{"key":"gpu"}`}, problem: "not a JSON or YAML list"},
-		{name: "broken YAML", annotations: map[string]string{K3sAnnotationTolerations: "- key: [gpu"}, problem: "not a JSON or YAML list"},
+		{name: "an object, not a list", annotations: map[string]string{v1beta1.K3sAnnotationTolerations: `{"key":"gpu"}`}, problem: "not a JSON or YAML list"},
+		{name: "broken YAML", annotations: map[string]string{v1beta1.K3sAnnotationTolerations: "- key: [gpu"}, problem: "not a JSON or YAML list"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,13 +130,13 @@ func TestPriorityClassName(t *testing.T) {
 	}{
 		{name: "the pool's", terms: terms, want: "system-node-critical"},
 		{name: "the cluster default", terms: config.ForwarderTerms{}, want: ""},
-		{name: "an allowed one", terms: terms, annotations: map[string]string{AnnotationPriorityClass: "lb-high"}, want: "lb-high"},
-		{name: "k3s's annotation", terms: terms, annotations: map[string]string{K3sAnnotationPriorityClass: "lb-high"}, want: "lb-high"},
-		{name: "system-node-critical asked, not allowed", terms: terms, annotations: map[string]string{AnnotationPriorityClass: "system-cluster-critical"},
+		{name: "an allowed one", terms: terms, annotations: map[string]string{v1beta1.AnnotationSvcLBPriorityClass: "lb-high"}, want: "lb-high"},
+		{name: "k3s's annotation", terms: terms, annotations: map[string]string{v1beta1.K3sAnnotationPriorityClass: "lb-high"}, want: "lb-high"},
+		{name: "system-node-critical asked, not allowed", terms: terms, annotations: map[string]string{v1beta1.AnnotationSvcLBPriorityClass: "system-cluster-critical"},
 			problem: "allows only the priority classes lb-high"},
-		{name: "nothing allowed", terms: config.ForwarderTerms{}, annotations: map[string]string{AnnotationPriorityClass: "lb-high"},
+		{name: "nothing allowed", terms: config.ForwarderTerms{}, annotations: map[string]string{v1beta1.AnnotationSvcLBPriorityClass: "lb-high"},
 			problem: "lets no Service choose"},
-		{name: "not a name", terms: terms, annotations: map[string]string{AnnotationPriorityClass: "Not A Name"}, problem: "not a priority class name"},
+		{name: "not a name", terms: terms, annotations: map[string]string{v1beta1.AnnotationSvcLBPriorityClass: "Not A Name"}, problem: "not a priority class name"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tt.annotations}}
@@ -163,9 +163,9 @@ func TestNodeSelection(t *testing.T) {
 		return n
 	}
 	plain := []corev1.Node{node("c"), node("a"), node("b")}
-	enable := []corev1.Node{node("a", NodeLabelEnableLB, "true"), node("b", NodeLabelEnableLB, "false"), node("c")}
-	pools := []corev1.Node{node("a", LabelLBPool, "edge"), node("b", LabelLBPool, "core"), node("c"),
-		node("d", LabelLBPool, "edge", NodeLabelEnableLB, "false"), node("e", LabelLBPool, "edge", NodeLabelEnableLB, "true")}
+	enable := []corev1.Node{node("a", v1beta1.K3sNodeLabelEnableLB, "true"), node("b", v1beta1.K3sNodeLabelEnableLB, "false"), node("c")}
+	pools := []corev1.Node{node("a", v1beta1.K3sLabelLBPool, "edge"), node("b", v1beta1.K3sLabelLBPool, "core"), node("c"),
+		node("d", v1beta1.K3sLabelLBPool, "edge", v1beta1.K3sNodeLabelEnableLB, "false"), node("e", v1beta1.K3sLabelLBPool, "edge", v1beta1.K3sNodeLabelEnableLB, "true")}
 	zoned := []corev1.Node{node("a", "zone", "x", "role", "lb"), node("b", "zone", "y", "role", "lb"), node("c", "zone", "x")}
 	svc := func(kv ...string) *corev1.Service {
 		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{}}}
@@ -185,11 +185,11 @@ func TestNodeSelection(t *testing.T) {
 		{name: "no labels anywhere: every node, no affinity", svc: svc(), nodes: plain, want: []string{"a", "b", "c"}},
 		{name: "no nodes", svc: svc(), nodes: nil, want: nil},
 		{name: "enablelb on some node: only true qualifies", svc: svc(), nodes: enable, want: []string{"a"}, reqs: 1},
-		{name: "enablelb only false anywhere: none", svc: svc(), nodes: []corev1.Node{node("a", NodeLabelEnableLB, "false"), node("b")}, want: nil, reqs: 1},
-		{name: "lbpool on the Service picks its nodes", svc: svc(LabelLBPool, "edge"), nodes: pools[:3], want: []string{"a"}, reqs: 1},
-		{name: "lbpool and enablelb together", svc: svc(LabelLBPool, "edge"), nodes: pools, want: []string{"e"}, reqs: 2},
+		{name: "enablelb only false anywhere: none", svc: svc(), nodes: []corev1.Node{node("a", v1beta1.K3sNodeLabelEnableLB, "false"), node("b")}, want: nil, reqs: 1},
+		{name: "lbpool on the Service picks its nodes", svc: svc(v1beta1.K3sLabelLBPool, "edge"), nodes: pools[:3], want: []string{"a"}, reqs: 1},
+		{name: "lbpool and enablelb together", svc: svc(v1beta1.K3sLabelLBPool, "edge"), nodes: pools, want: []string{"e"}, reqs: 2},
 		{name: "no lbpool on the Service: every node (pools do not exclude)", svc: svc(), nodes: pools[:3], want: []string{"a", "b", "c"}},
-		{name: "lbpool with no node", svc: svc(LabelLBPool, "nowhere"), nodes: pools[:3], want: nil, reqs: 1},
+		{name: "lbpool with no node", svc: svc(v1beta1.K3sLabelLBPool, "nowhere"), nodes: pools[:3], want: nil, reqs: 1},
 		{name: "pool matchLabels", svc: svc(), pool: &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "x", "role": "lb"}},
 			nodes: zoned, want: []string{"a"}, reqs: 2},
 		{name: "pool matchExpressions", svc: svc(), pool: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
@@ -296,8 +296,8 @@ func TestDrifted(t *testing.T) {
 	}{
 		{name: "as built", mutate: func(*appsv1.DaemonSet) {}},
 		{name: "read back with defaults and foreign labels", mutate: nil},
-		{name: "Herald label removed", mutate: func(ds *appsv1.DaemonSet) { delete(ds.Labels, LabelServiceUID) }, drifted: true},
-		{name: "k3s pod label changed", mutate: func(ds *appsv1.DaemonSet) { ds.Spec.Template.Labels[K3sLabelServiceName] = "other" }, drifted: true},
+		{name: "Herald label removed", mutate: func(ds *appsv1.DaemonSet) { delete(ds.Labels, v1beta1.LabelServiceUID) }, drifted: true},
+		{name: "k3s pod label changed", mutate: func(ds *appsv1.DaemonSet) { ds.Spec.Template.Labels[v1beta1.K3sLabelServiceName] = "other" }, drifted: true},
 		{name: "selector changed", mutate: func(ds *appsv1.DaemonSet) { ds.Spec.Selector.MatchLabels["x"] = "y" }, drifted: true},
 		{name: "image changed", mutate: func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = "herald:old" }, drifted: true},
 		{name: "env changed", mutate: func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[1].Env[4].Value = "10.43.0.99" }, drifted: true},

@@ -22,10 +22,10 @@ func Tolerations(svc *corev1.Service, terms config.ForwarderTerms) ([]corev1.Tol
 	for _, t := range terms.Tolerations {
 		out = append(out, toCore(t))
 	}
-	key := AnnotationTolerations
+	key := v1beta1.AnnotationSvcLBTolerations
 	raw, ok := svc.Annotations[key]
 	if !ok {
-		key = K3sAnnotationTolerations
+		key = v1beta1.K3sAnnotationTolerations
 		raw, ok = svc.Annotations[key]
 	}
 	if !ok || strings.TrimSpace(raw) == "" {
@@ -74,7 +74,7 @@ func fromCore(t corev1.Toleration) v1beta1.Toleration {
 // priorityClassName is the class the Service asks for (Herald's annotation,
 // else k3s's) when the pool allows it, else the pool's.
 func priorityClassName(svc *corev1.Service, terms config.ForwarderTerms) (string, []Problem) {
-	for _, key := range []string{AnnotationPriorityClass, K3sAnnotationPriorityClass} {
+	for _, key := range []string{v1beta1.AnnotationSvcLBPriorityClass, v1beta1.K3sAnnotationPriorityClass} {
 		v, ok := svc.Annotations[key]
 		if !ok {
 			continue

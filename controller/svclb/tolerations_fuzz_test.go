@@ -24,7 +24,7 @@ func FuzzTolerations(f *testing.F) {
 	f.Add("a: &a [*a, *a, *a, *a]\n")
 	f.Fuzz(func(t *testing.T, raw string) {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "app",
-			Annotations: map[string]string{AnnotationTolerations: raw}}}
+			Annotations: map[string]string{v1beta1.AnnotationSvcLBTolerations: raw}}}
 		// Everything is allowed here but the control-plane taint: what the
 		// parser lets through is then what the pool's allow-list refuses.
 		terms := config.ForwarderTerms{Tolerations: []v1beta1.Toleration{{Key: "pool", Operator: "Exists"}},

@@ -13,14 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/eligible"
 	"github.com/herald-lb/herald/config/endpoints"
 	"github.com/herald-lb/herald/config/nodeaddr"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/speaker/plan"
 )
-
-// LabelExcludeFromLB marks a Node that must not carry load balancer traffic.
-const LabelExcludeFromLB = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 // Snapshot is what the speaker's cache holds at one moment: the raw objects
 // the plan depends on. Build turns it into plan.Inputs.
@@ -78,13 +76,8 @@ func inNodePool(cfg *config.Config, svc *corev1.Service) bool {
 
 // Node is what the planner needs of a Node.
 func Node(n *corev1.Node) plan.Node {
-	_, excluded := n.Labels[LabelExcludeFromLB]
-	out := plan.Node{Name: n.Name, Labels: labels.Set(n.Labels), Excluded: excluded}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeNetworkUnavailable && c.Status == corev1.ConditionTrue {
-			out.NetworkUnavailable = true
-		}
-	}
+	out := plan.Node{Name: n.Name, Labels: labels.Set(n.Labels), Excluded: eligible.Excluded(n),
+		NetworkUnavailable: eligible.NetworkUnavailable(n)}
 	out.Addrs = nodeaddr.Of(n, corev1.NodeInternalIP)
 	return out
 }

@@ -12,7 +12,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/herald-lb/herald/config"
+	"github.com/herald-lb/herald/config/eligible"
 	"github.com/herald-lb/herald/config/svcstatus"
+	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/speaker/plan"
 )
 
@@ -35,8 +37,8 @@ func TestNode(t *testing.T) {
 	}{
 		{"plain", corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "a"}}},
 			plan.Node{Name: "n1", Labels: map[string]string{"zone": "a"}}},
-		{"excluded by label, whatever its value", corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{LabelExcludeFromLB: ""}}},
-			plan.Node{Name: "n1", Labels: map[string]string{LabelExcludeFromLB: ""}, Excluded: true}},
+		{"excluded by label, whatever its value", corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{eligible.LabelExclude: ""}}},
+			plan.Node{Name: "n1", Labels: map[string]string{eligible.LabelExclude: ""}, Excluded: true}},
 		{"NetworkUnavailable True", corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
 			{Type: corev1.NodeReady, Status: corev1.ConditionTrue}, {Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue}}}},
 			plan.Node{Name: "n1", NetworkUnavailable: true}},
@@ -121,9 +123,9 @@ func TestBuildSkipsNodeAddressServices(t *testing.T) {
 		{Name: "nodes", NodeAddresses: &config.NodeAddressSource{Selector: labels.Everything(), AddressType: "InternalIP"}},
 	}}
 	svclb := lbService("a", "svclb", nil, lb, cl, "10.0.0.7")
-	svclb.Annotations = map[string]string{svcstatus.AnnotationPool: "nodes"}
+	svclb.Annotations = map[string]string{v1beta1.AnnotationIPAllocatedFromPool: "nodes"}
 	old := lbService("a", "old", nil, lb, cl, "10.0.0.8")
-	old.Annotations = map[string]string{svcstatus.AnnotationPool: "addrs"} // an older version's annotation
+	old.Annotations = map[string]string{v1beta1.AnnotationIPAllocatedFromPool: "addrs"} // an older version's annotation
 	got := Build(Snapshot{Config: cfg, Services: []corev1.Service{svclb, old}})
 	if len(got.Services) != 1 || got.Services[0].Key != "a/old" {
 		t.Fatalf("services %+v, want only a/old", got.Services)
