@@ -117,7 +117,13 @@ func (a *Agent) syncStatus(ctx context.Context, svcs []corev1.Service, sts []pla
 				if from == "" {
 					from = "(none)"
 				}
-				a.recorder.Eventf(svc, nil, corev1.EventTypeNormal, EventAnnouncingFromNode, "Announce",
+				// related is the ServiceL2Status as just written, with
+				// its new resourceVersion: the events/v1 recorder folds
+				// events alike in everything but the note into one series
+				// that keeps the first note (client-go tools/events,
+				// getKey and recordToSink), so without it a node that
+				// takes an address back would show its first take-over.
+				a.recorder.Eventf(svc, obj, corev1.EventTypeNormal, EventAnnouncingFromNode, "Announce",
 					"announcing %s from node %s (was %s)", strings.Join(d.addrs, ", "), a.o.NodeName, from)
 			}
 			a.log.Info("announcing service", "service", key, "from", old, "addresses", d.addrs)
