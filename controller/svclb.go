@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/herald-lb/herald/config/eligible"
 	"github.com/herald-lb/herald/config/svcstatus"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller/svclb"
@@ -362,7 +363,8 @@ func (r *Reconciler) localServiceOf(ctx context.Context, o client.Object) []reco
 }
 
 // nodeChanged passes Node events that can change placement or status:
-// creation, deletion, labels, addresses, cordoning. Heartbeats do not pass.
+// creation, deletion, labels, addresses, cordoning, the NetworkUnavailable
+// condition (config/eligible). Heartbeats do not pass.
 var nodeChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*corev1.Node)
@@ -372,7 +374,8 @@ var nodeChanged = predicate.Funcs{
 		}
 		return !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
 			!equality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses) ||
-			o.Spec.Unschedulable != n.Spec.Unschedulable
+			o.Spec.Unschedulable != n.Spec.Unschedulable ||
+			eligible.NetworkUnavailable(o) != eligible.NetworkUnavailable(n)
 	},
 }
 

@@ -6,8 +6,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller/svclb"
@@ -74,6 +76,44 @@ func TestNodePoolIndex(t *testing.T) {
 	} {
 		if got := nodePoolIndex(tc.obj); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestNodeChangedPassesWhatServingReads: every change of a Node that
+// servingNodes reads passes the predicate (else the status would wait for an
+// unrelated event), a heartbeat does not.
+func TestNodeChangedPassesWhatServingReads(t *testing.T) {
+	base := func() *corev1.Node {
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "1"}},
+			Status: corev1.NodeStatus{
+				Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			},
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*corev1.Node)
+		want   bool
+	}{
+		{"heartbeat", func(n *corev1.Node) { n.Status.Conditions[0].LastHeartbeatTime = metav1.Now() }, false},
+		{"excluded", func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "" }, true},
+		{"network unavailable", func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions,
+				corev1.NodeCondition{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue})
+		}, true},
+		{"cordoned", func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
+		{"address", func(n *corev1.Node) { n.Status.Addresses[0].Address = "10.0.0.9" }, true},
+	} {
+		old, cur := base(), base()
+		tc.change(cur)
+		if got := nodeChanged.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: cur}); got != tc.want {
+			t.Errorf("%s: predicate %v, want %v", tc.name, got, tc.want)
+		}
+		if got := nodeChanged.Update(event.UpdateEvent{ObjectOld: cur, ObjectNew: old}); got != tc.want {
+			t.Errorf("%s undone: predicate %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
