@@ -271,11 +271,11 @@ func (x *explainer) bgpNode(a netip.Addr, n plan.Node, holders []plan.Service, a
 // notCandidate names why node n may not announce an address held by
 // holders: its own state, the endpoints of a Local Service, or else.
 func notCandidate(n plan.Node, holders []plan.Service, otherwise string) string {
-	switch {
-	case n.Excluded:
-		return "excluded: the node has the label " + eligible.LabelExclude
-	case n.NetworkUnavailable:
-		return "the node's NetworkUnavailable condition is True"
+	if why := eligible.Reason(n.Excluded, n.NetworkUnavailable); why != "" {
+		if n.Excluded {
+			return "excluded: " + why
+		}
+		return why
 	}
 	for _, s := range holders {
 		if s.Local && !slices.Contains(s.EndpointNodes, n.Name) {

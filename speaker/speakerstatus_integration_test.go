@@ -259,20 +259,24 @@ func TestSpeakerStatusPacesWrites(t *testing.T) {
 			return ""
 		})
 	}
-	// The writer counts a write after the API server has answered it, so a
-	// test that has just seen the object may read the counter before that:
-	// one more pass of the writer (it starts after the write it follows
-	// ends) makes the count current.
-	countedWrites := func() float64 {
+	// onePass waits for one more pass of the writer after a sync. A pass
+	// starts after the write before it ends, and the writer counts a write
+	// after the API server has answered it: a test that has just seen the
+	// object reads the write counter after onePass, not before.
+	onePass := func(what string) {
 		t.Helper()
 		passes := h.agent.speakerStatusPasses.Load()
 		h.agent.trigger()
-		e.eventually(10*time.Second, "a pass of the writer", func() string {
+		e.eventually(10*time.Second, what, func() string {
 			if h.agent.speakerStatusPasses.Load() == passes {
 				return "none"
 			}
 			return ""
 		})
+	}
+	countedWrites := func() float64 {
+		t.Helper()
+		onePass("a pass of the writer")
 		return h.speakerStatusWrites()
 	}
 	expect("the first SpeakerStatus", 15*time.Second, v1beta1.SpeakerStatusStatus{Node: na, Members: 1, L2Addresses: 1,
@@ -284,14 +288,7 @@ func TestSpeakerStatusPacesWrites(t *testing.T) {
 	e.service("web2", false, []string{"192.0.2.2"}, na)
 	e.allOnce(10*time.Second, []string{"192.0.2.2"}, h)
 	// One more sync: the writer has compared with the new count after it.
-	passes := h.agent.speakerStatusPasses.Load()
-	h.agent.trigger()
-	e.eventually(10*time.Second, "a pass of the writer after a sync", func() string {
-		if h.agent.speakerStatusPasses.Load() == passes {
-			return "none"
-		}
-		return ""
-	})
+	onePass("a pass of the writer after a sync")
 	// Nothing may be written for longer than a state change would wait
 	// (1 s): only time shows that nothing happens in it.
 	time.Sleep(2 * time.Second)

@@ -35,11 +35,15 @@ func NetworkUnavailable(n *corev1.Node) bool {
 }
 
 // Why says why the node may not carry load-balancer traffic, "" when it may.
-func Why(n *corev1.Node) string {
+func Why(n *corev1.Node) string { return Reason(Excluded(n), NetworkUnavailable(n)) }
+
+// Reason is Why for a node already read into its two facts (the planner's
+// plan.Node keeps them as fields).
+func Reason(excluded, networkUnavailable bool) string {
 	switch {
-	case Excluded(n):
+	case excluded:
 		return "the node has the label " + LabelExclude
-	case NetworkUnavailable(n):
+	case networkUnavailable:
 		return "the node's NetworkUnavailable condition is True"
 	}
 	return ""

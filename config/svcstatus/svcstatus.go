@@ -42,8 +42,8 @@
 //
 // Services placed in a node-address pool have no address of their own; their
 // pool is recorded in the annotation v1beta1.AnnotationIPAllocatedFromPool
-// (which older versions also wrote for address pools). The pool of an address is the pool that
-// contains it.
+// (which older versions also wrote for address pools). The pool of an
+// address is the pool that contains it.
 package svcstatus
 
 import (
