@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
+	"github.com/herald-lb/herald/announce/bgp/desired"
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/eligible"
 	"github.com/herald-lb/herald/config/nodeaddr"
@@ -302,12 +303,8 @@ func (x *explainer) noSpeaker(node string) string {
 // of a goes to each.
 func (x *explainer) sessions(node string, a netip.Addr, d plan.BGPDesired) []SessionReport {
 	out := nodeSessions(x.w, node, d.Sessions)
-	for i := range out {
-		for _, r := range d.Routes {
-			if r.Prefix.Contains(a) && slices.Contains(r.Peers, out[i].Peer) {
-				out[i].Carries = true
-			}
-		}
+	for i, s := range d.Sessions {
+		out[i].Carries = slices.ContainsFunc(s.Peer.Routes, func(r desired.Route) bool { return r.Prefix.Contains(a) })
 	}
 	return out
 }
@@ -317,8 +314,9 @@ func (x *explainer) sessions(node string, a netip.Addr, d plan.BGPDesired) []Ses
 func nodeSessions(w *World, node string, sessions []plan.BGPSession) []SessionReport {
 	st := w.speakerStatus(node)
 	var out []SessionReport
-	for _, s := range sessions {
-		sr := SessionReport{Peer: s.Name, Address: s.PeerAddress.String(), State: "unknown", Password: s.PasswordSecret != (plan.SecretRef{})}
+	for i := range sessions {
+		s := &sessions[i]
+		sr := SessionReport{Peer: s.Name, Address: s.Peer.Address.String(), State: "unknown", Password: s.PasswordSecret != (plan.SecretRef{})}
 		if st != nil {
 			for _, bs := range st.Status.BGPSessions {
 				if bs.Peer == s.Name && bs.Address == sr.Address {

@@ -165,7 +165,10 @@ func BenchmarkReplanSite(b *testing.B) {
 			for b.Loop() {
 				snap.Config = config.ParseKeepingLastValid(objs).Config
 				res := plan.Compute(inputs.Build(snap))
-				routes = len(res.For(self).BGP.Routes)
+				routes = 0
+				for _, s := range res.For(self).BGP.Sessions {
+					routes += len(s.Peer.Routes)
+				}
 				_ = res.Unannounced()
 				_ = res.L2Statuses(self)
 				_ = res.BGPNodeSetsByService()

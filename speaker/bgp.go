@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/herald-lb/herald/announce/bfd"
 	"github.com/herald-lb/herald/announce/bgp"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/speaker/plan"
@@ -40,100 +38,13 @@ type BGPApplier interface {
 
 var _ BGPApplier = (*bgp.Manager)(nil)
 
-// bgpState is the node's BGP plan turned into the session manager's state,
-// with what it could not turn.
-type bgpState struct {
-	desired bgp.Desired
-	// names maps each session's router address to its BGPPeer name (the
-	// label of the per-peer metrics) and the number of its prefixes.
-	names map[netip.Addr]bgpPeerInfo
-	// problems are the sessions and routes left out, each naming why.
-	problems []error
-}
-
-// buildBGP turns the node's BGP plan into the session manager's state. It is
-// pure: passwords come from password (the speaker reads the Secrets from
-// its cache). Every planning decision is the planner's (speaker/plan: the
-// router ID, next hops, the multihop TTL, what the node cannot carry, in
-// d.Left); what is left here is what needs the node's own reads, and it is
-// left out and reported, never the whole state: a session whose password
-// cannot be read (it would not come up anyway; a session without it would be
-// refused by the router).
-func buildBGP(d plan.BGPDesired, password func(peer string, ref plan.SecretRef) (string, error)) bgpState {
-	st := bgpState{names: map[netip.Addr]bgpPeerInfo{}}
-	for _, l := range d.Left {
-		st.problems = append(st.problems, leftError(l))
-	}
-	if len(d.Sessions) == 0 {
-		return st
-	}
-	first := d.Sessions[0]
-	st.desired.Global = bgp.Global{RouterID: first.RouterID, ASN: first.MyASN}
-	byName := map[string]int{} // session name -> index in desired.Peers
-	for _, s := range d.Sessions {
-		p := bgp.Peer{
-			Address:         s.PeerAddress,
-			ASN:             s.PeerASN,
-			LocalASN:        s.MyASN,
-			Port:            s.PeerPort,
-			SourceAddress:   s.SourceAddress,
-			HoldTime:        s.HoldTime,
-			KeepaliveTime:   s.KeepaliveTime,
-			ConnectRetry:    s.ConnectTime,
-			GracefulRestart: s.GracefulRestart,
-			NextHopV4:       s.NextHopV4,
-			NextHopV6:       s.NextHopV6,
-			EBGPMultihopTTL: s.EBGPMultihopTTL,
-		}
-		if s.BFD.Name != "" {
-			p.BFD = &bfd.Profile{ReceiveInterval: s.BFD.ReceiveInterval, TransmitInterval: s.BFD.TransmitInterval,
-				DetectMultiplier: s.BFD.DetectMultiplier, Passive: s.BFD.PassiveMode}
-		}
-		if s.PasswordSecret != (plan.SecretRef{}) {
-			pw, err := password(s.Name, s.PasswordSecret)
-			if err != nil {
-				from := "spec.password"
-				if s.PasswordSecret.Name != "" {
-					from = "Secret " + s.PasswordSecret.Name
-				}
-				st.problems = append(st.problems, fmt.Errorf("bgp peer %s: password (%s): %w; session left out",
-					s.Name, from, err))
-				continue
-			}
-			p.Password = pw
-		}
-		byName[s.Name] = len(st.desired.Peers)
-		st.names[p.Address] = bgpPeerInfo{name: s.Name, md5: p.Password != "", bfdProfile: s.BFD.Name}
-		st.desired.Peers = append(st.desired.Peers, p)
-	}
-	for _, r := range d.Routes {
-		adv := bgp.Advertisement{Prefix: r.Prefix, LocalPref: r.LocalPref, Communities: r.Communities, LargeCommunities: r.LargeCommunities,
-			ASPathPrepend: r.ASPathPrepend}
-		for _, name := range r.Peers {
-			if i, ok := byName[name]; ok { // else its session was left out above
-				st.desired.Peers[i].Advertisements = append(st.desired.Peers[i].Advertisements, adv)
-			}
-		}
-	}
-	for i, p := range st.desired.Peers {
-		info := st.names[p.Address]
-		info.prefixes = len(p.Advertisements)
-		st.names[p.Address] = info
-		slices.SortFunc(st.desired.Peers[i].Advertisements, func(a, b bgp.Advertisement) int {
-			if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
-				return c
-			}
-			return a.Prefix.Bits() - b.Prefix.Bits()
-		})
-	}
-	return st
-}
-
 // leftError says what the planner left out of the node's part, and why.
 func leftError(l plan.BGPIssue) error {
 	switch l.Reason {
 	case plan.RouterIDConflict:
 		return fmt.Errorf("bgp peer %s: router ID %s differs from the node's (its first session's): a speaker has one router ID; session left out", l.Peer, l.Addr)
+	case plan.PeerAddressInUse:
+		return fmt.Errorf("bgp peer %s: router address %s is that of another session of the node (a node keeps one session per router address); session left out", l.Peer, l.Addr)
 	case plan.NoNextHop:
 		return fmt.Errorf("bgp route %s to peer %s: the node has no address of the prefix's family for the next hop; not advertised to it", l.Prefix, l.Peer)
 	default:
@@ -143,33 +54,39 @@ func leftError(l plan.BGPIssue) error {
 
 // syncBGP applies the node's BGP plan when it changed, and logs what had to
 // be left out of it once per change. It returns the names of the BGPPeers
-// the node keeps sessions with.
+// the node keeps sessions with. The plan is the session manager's state
+// (plan.BGPDesired.Desired): what is left here is the node's own read, the
+// passwords.
 func (a *Agent) syncBGP(ctx context.Context, want plan.BGPDesired) (map[string]bool, error) {
-	st := buildBGP(want, func(peer string, _ plan.SecretRef) (string, error) { return a.password(ctx, peer) })
-	if p := errors.Join(st.problems...); p != nil && p.Error() != a.bgpProblems {
+	var problems []error
+	for _, l := range want.Left {
+		problems = append(problems, leftError(l))
+	}
+	desired, kept, left := want.Desired(func(s *plan.BGPSession) (string, error) { return a.password(ctx, s.Name) })
+	problems = append(problems, left...)
+	if p := errors.Join(problems...); p != nil && p.Error() != a.bgpProblems {
 		a.bgpProblems = p.Error()
 		a.log.Warn("BGP plan applied in part", "problems", p.Error())
 	} else if p == nil {
 		a.bgpProblems = ""
 	}
-	a.bgpNames.Store(&st.names)
-	sessions := map[string]bool{}
-	for _, info := range st.names {
-		sessions[info.name] = true
+	names := make(map[netip.Addr]bgpPeerInfo, len(kept))
+	sessions := make(map[string]bool, len(kept))
+	routes := 0
+	for addr, s := range kept {
+		names[addr] = bgpPeerInfo{name: s.Name, prefixes: len(s.Peer.Routes), md5: s.PasswordSecret != (plan.SecretRef{}), bfdProfile: s.BFDProfile}
+		sessions[s.Name] = true
+		routes += len(s.Peer.Routes)
 	}
-	if a.bgpApplied != nil && reflect.DeepEqual(*a.bgpApplied, st.desired) {
+	a.bgpNames.Store(&names)
+	if a.bgpApplied != nil && reflect.DeepEqual(*a.bgpApplied, desired) {
 		return sessions, nil
 	}
-	if err := a.bgp.Set(ctx, st.desired); err != nil {
+	if err := a.bgp.Set(ctx, desired); err != nil {
 		return nil, fmt.Errorf("applying the BGP plan: %w", err)
 	}
-	routes := 0
-	for _, p := range st.desired.Peers {
-		routes += len(p.Advertisements)
-	}
-	a.log.Info("BGP plan applied", "sessions", len(st.desired.Peers), "routes", routes)
-	d := st.desired
-	a.bgpApplied = &d
+	a.log.Info("BGP plan applied", "sessions", len(desired.Peers), "routes", routes)
+	a.bgpApplied = &desired
 	return sessions, nil
 }
 

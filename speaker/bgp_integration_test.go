@@ -28,9 +28,6 @@ type fakeBGP struct {
 }
 
 func (f *fakeBGP) Set(_ context.Context, d bgp.Desired) error {
-	if err := d.Validate(); err != nil {
-		return err
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.last, f.sets = d, f.sets+1
@@ -53,7 +50,7 @@ func (f *fakeBGP) Stats(context.Context) ([]bgp.PeerStats, error) {
 	defer f.mu.Unlock()
 	var out []bgp.PeerStats
 	for _, p := range f.last.Peers {
-		out = append(out, bgp.PeerStats{Peer: p.Address, Advertised: len(p.Advertisements), UpdatesSent: uint64(len(p.Advertisements))})
+		out = append(out, bgp.PeerStats{Peer: p.Address, Advertised: len(p.Routes), UpdatesSent: uint64(len(p.Routes))})
 	}
 	return out, nil
 }
@@ -77,7 +74,7 @@ func (f *fakeBGP) routes() string {
 	var out []string
 	for _, p := range f.last.Peers {
 		var ps []string
-		for _, a := range p.Advertisements {
+		for _, a := range p.Routes {
 			ps = append(ps, a.Prefix.String())
 		}
 		out = append(out, fmt.Sprintf("%s %s: %s", p.Address, p.Password, strings.Join(ps, ",")))

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/herald-lb/herald/announce/bgp/desired"
 	"github.com/herald-lb/herald/speaker/plan"
 )
 
@@ -29,12 +30,20 @@ func TestBGPStatusNames(t *testing.T) {
 
 func TestBGPStatusByService(t *testing.T) {
 	pfx := netip.MustParsePrefix
-	routes := []plan.BGPRoute{
-		{Prefix: pfx("192.0.2.0/24"), Peers: []string{"a", "b"}, Services: []string{"ns/one", "ns/two"}},
-		{Prefix: pfx("192.0.2.9/32"), Peers: []string{"gone"}, Services: []string{"ns/three"}},
-		{Prefix: pfx("2001:db8::1/128"), Peers: []string{"b", "gone"}, Services: []string{"ns/one"}},
+	session := func(name string, routes ...string) plan.BGPSession {
+		s := plan.BGPSession{Name: name}
+		for i := 0; i < len(routes); i += 2 {
+			s.Peer.Routes = append(s.Peer.Routes, desired.Route{Prefix: pfx(routes[i])})
+			s.Services = append(s.Services, strings.Split(routes[i+1], ","))
+		}
+		return s
 	}
-	got := bgpStatusByService(plan.BGPDesired{Routes: routes}.Statuses(map[string]bool{"a": true, "b": true}))
+	d := plan.BGPDesired{Sessions: []plan.BGPSession{
+		session("a", "192.0.2.0/24", "ns/one,ns/two"),
+		session("b", "192.0.2.0/24", "ns/one,ns/two", "2001:db8::1/128", "ns/one"),
+		session("gone", "192.0.2.9/32", "ns/three", "2001:db8::1/128", "ns/one"),
+	}}
+	got := bgpStatusByService(d.Statuses(map[string]bool{"a": true, "b": true}))
 	want := map[string]*bgpStatus{
 		"ns/one": {namespace: "ns", name: "one", peers: []string{"a", "b"}, prefixes: []string{"192.0.2.0/24", "2001:db8::1/128"}},
 		"ns/two": {namespace: "ns", name: "two", peers: []string{"a", "b"}, prefixes: []string{"192.0.2.0/24"}},

@@ -138,8 +138,8 @@ func TestSnapshotReadOnly(t *testing.T) {
 	in := inputs.Build(snap)
 	res := plan.Compute(in)
 	want := res.For(self)
-	if len(want.L2) == 0 || len(want.BGP.Routes) == 0 {
-		t.Fatalf("the snapshot plans nothing to check: %d L2, %d routes", len(want.L2), len(want.BGP.Routes))
+	if len(want.L2) == 0 || len(want.BGP.Sessions) == 0 || len(want.BGP.Sessions[0].Peer.Routes) == 0 {
+		t.Fatalf("the snapshot plans nothing to check: %d L2, BGP %+v", len(want.L2), want.BGP)
 	}
 	sessions := map[string]bool{"r1": true, "r2": true}
 	_ = bgpStatusByService(want.BGP.Statuses(sessions))

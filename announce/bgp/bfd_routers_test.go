@@ -313,8 +313,8 @@ func TestBFDRoutersInNode(t *testing.T) {
 		return Desired{
 			Global: Global{RouterID: nodeV4, ASN: asnNode},
 			Peers: []Peer{
-				{Address: bfdFRR4, ASN: asnFRR, ConnectRetry: time.Second, BFD: p4, Advertisements: []Advertisement{{Prefix: svcA}}},
-				{Address: bfdFRR6, ASN: asnFRR, ConnectRetry: time.Second, BFD: p6, Advertisements: []Advertisement{{Prefix: svc6}}},
+				{Address: bfdFRR4, ASN: asnFRR, ConnectRetry: time.Second, BFD: p4, Routes: []Route{{Prefix: svcA}}},
+				{Address: bfdFRR6, ASN: asnFRR, ConnectRetry: time.Second, BFD: p6, Routes: []Route{{Prefix: svc6}}},
 			},
 		}
 	}

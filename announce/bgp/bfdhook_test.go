@@ -34,7 +34,7 @@ func TestLoopbackBFD(t *testing.T) {
 	nodeState := func(p *bfd.Profile) Desired {
 		return Desired{Global: Global{RouterID: nodeA, ASN: 64500, ListenPort: port},
 			Peers: []Peer{{Address: rtrA, ASN: 64501, Port: port, SourceAddress: nodeA, ConnectRetry: time.Second, BFD: p,
-				Advertisements: []Advertisement{{Prefix: netip.MustParsePrefix("203.0.113.7/32")}}}}}
+				Routes: []Route{{Prefix: netip.MustParsePrefix("203.0.113.7/32")}}}}}
 	}
 	if err := rtr.Set(ctx, rtrState); err != nil {
 		t.Fatal(err)

@@ -2,47 +2,9 @@ package bgp
 
 import (
 	"net/netip"
-	"slices"
 
 	"github.com/herald-lb/herald/announce/bfd"
 )
-
-// Route is one advertisement resolved for one session: the next hop is
-// chosen and LocalPref is 0 for eBGP sessions (it is never sent there).
-type Route struct {
-	Prefix           netip.Prefix
-	NextHop          netip.Addr
-	Communities      []Community
-	LargeCommunities []LargeCommunity
-	LocalPref        uint32
-	// ASPath is the AS path the route is originated with: the session's
-	// local AS ASPathPrepend times, or empty (GoBGP puts the local AS in
-	// front of it for eBGP routers).
-	ASPath []uint32
-}
-
-func (r *Route) equal(o *Route) bool {
-	return r.Prefix == o.Prefix && r.NextHop == o.NextHop && r.LocalPref == o.LocalPref &&
-		slices.Equal(r.Communities, o.Communities) && slices.Equal(r.LargeCommunities, o.LargeCommunities) &&
-		slices.Equal(r.ASPath, o.ASPath)
-}
-
-// routes resolves p's advertisements (normalized: sorted by prefix).
-func routes(g Global, p *Peer) []Route {
-	ibgp := p.IBGP(g)
-	out := make([]Route, len(p.Advertisements))
-	for i, a := range p.Advertisements {
-		r := Route{Prefix: a.Prefix, NextHop: p.nextHop(a.Prefix), Communities: a.Communities, LargeCommunities: a.LargeCommunities}
-		if ibgp {
-			r.LocalPref = a.LocalPref
-		}
-		if a.ASPathPrepend > 0 {
-			r.ASPath = slices.Repeat([]uint32{p.localASN(g)}, int(a.ASPathPrepend))
-		}
-		out[i] = r
-	}
-	return out
-}
 
 // Plan is what turns one desired state into the next.
 type Plan struct {
@@ -91,7 +53,7 @@ type PeerRoutes struct {
 // setting that is negotiated or fixed when the session opens is the same.
 // Next hops, advertisements and the BFD profile are not session settings.
 func sessionEqual(ga Global, a *Peer, gb Global, b *Peer) bool {
-	return a.Address == b.Address && a.ASN == b.ASN && a.localASN(ga) == b.localASN(gb) &&
+	return a.Address == b.Address && a.ASN == b.ASN && localASN(ga, a) == localASN(gb, b) &&
 		ga.RouterID == gb.RouterID && ga.ListenPort == gb.ListenPort &&
 		a.Port == b.Port && a.SourceAddress == b.SourceAddress &&
 		a.HoldTime == b.HoldTime && a.KeepaliveTime == b.KeepaliveTime && a.ConnectRetry == b.ConnectRetry &&
@@ -120,7 +82,7 @@ func Diff(old, next Desired) Plan {
 			plan.Add = append(plan.Add, *np)
 		default:
 			kept[np.Address] = true
-			if u := diffRoutes(routes(old.Global, op), routes(next.Global, np)); len(u.Add)+len(u.Update)+len(u.Withdraw) > 0 {
+			if u := diffRoutes(op.Routes, np.Routes); len(u.Add)+len(u.Update)+len(u.Withdraw) > 0 {
 				u.Peer = np.Address
 				plan.Update = append(plan.Update, u)
 			}
@@ -150,7 +112,7 @@ func diffRoutes(old, next []Route) PeerRoutes {
 			u.Add = append(u.Add, next[j])
 			j++
 		default:
-			if !old[i].equal(&next[j]) {
+			if !routeEqual(&old[i], &next[j]) {
 				u.Update = append(u.Update, next[j])
 			}
 			i++

@@ -3,10 +3,11 @@ package bgp
 import (
 	"fmt"
 	"net/netip"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
 	"github.com/herald-lb/herald/announce/bfd"
 )
@@ -25,11 +26,11 @@ func base() Desired {
 	return Desired{
 		Global: Global{RouterID: netip.MustParseAddr("192.0.2.1"), ASN: 64500},
 		Peers: []Peer{
-			{Address: rtr1, ASN: 64501, NextHopV6: nh6, Advertisements: []Advertisement{
+			{Address: rtr1, ASN: 64501, Routes: []Route{
 				{Prefix: pfxA, Communities: []Community{65000<<16 | 1}},
-				{Prefix: pfx6},
+				{Prefix: pfx6, NextHop: nh6},
 			}},
-			{Address: rtr2, ASN: 64502, LocalASN: 64502, Advertisements: []Advertisement{{Prefix: pfxA, LocalPref: 200}}},
+			{Address: rtr2, ASN: 64502, LocalASN: 64502, Routes: []Route{{Prefix: pfxA, LocalPref: 200}}},
 		},
 	}
 }
@@ -46,7 +47,7 @@ func summary(p Plan) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "remove=%v recreate=%v add=[", p.Remove, p.Recreate)
 	for _, a := range p.Add {
-		fmt.Fprintf(&b, " %v(%d)", a.Address, len(a.Advertisements))
+		fmt.Fprintf(&b, " %v(%d)", a.Address, len(a.Routes))
 	}
 	b.WriteString(" ]")
 	for _, u := range p.Update {
@@ -82,30 +83,27 @@ func TestDiff(t *testing.T) {
 		{"same state", base(), base(), "remove=[] recreate=[] add=[ ]"},
 		{"order of peers, prefixes and communities does not matter", base(), edit(func(d *Desired) {
 			d.Peers[0], d.Peers[1] = d.Peers[1], d.Peers[0]
-			ads := d.Peers[1].Advertisements
+			ads := d.Peers[1].Routes
 			ads[0], ads[1] = ads[1], ads[0]
 			ads[1].Communities = []Community{65000<<16 | 1, 65000<<16 | 1}
 		}), "remove=[] recreate=[] add=[ ]"},
 		{"added community updates in place", base(), edit(func(d *Desired) {
-			d.Peers[0].Advertisements[0].Communities = append(d.Peers[0].Advertisements[0].Communities, 65000<<16|2)
+			d.Peers[0].Routes[0].Communities = append(d.Peers[0].Routes[0].Communities, 65000<<16|2)
 		}), "remove=[] recreate=[] add=[ ] 192.0.2.2: ~203.0.113.10/32"},
 		{"large community updates in place", base(), edit(func(d *Desired) {
-			d.Peers[1].Advertisements[0].LargeCommunities = []LargeCommunity{{Global: 64500, Local1: 1, Local2: 2}}
+			d.Peers[1].Routes[0].LargeCommunities = []LargeCommunity{{Global: 64500, Local1: 1, Local2: 2}}
 		}), "remove=[] recreate=[] add=[ ] 192.0.2.3: ~203.0.113.10/32"},
 		{"localPref change on iBGP updates", base(), edit(func(d *Desired) {
-			d.Peers[1].Advertisements[0].LocalPref = 300
+			d.Peers[1].Routes[0].LocalPref = 300
 		}), "remove=[] recreate=[] add=[ ] 192.0.2.3: ~203.0.113.10/32"},
 		{"as-path prepend updates in place", base(), edit(func(d *Desired) {
-			d.Peers[1].Advertisements[0].ASPathPrepend = 2
+			d.Peers[1].Routes[0].ASPath = []uint32{64502, 64502}
 		}), "remove=[] recreate=[] add=[ ] 192.0.2.3: ~203.0.113.10/32"},
-		{"localPref on eBGP is not sent, so no update", base(), edit(func(d *Desired) {
-			d.Peers[0].Advertisements[0].LocalPref = 300
-		}), "remove=[] recreate=[] add=[ ]"},
 		{"next hop change updates", base(), edit(func(d *Desired) {
-			d.Peers[0].NextHopV6 = netip.MustParseAddr("2001:db8::99")
+			d.Peers[0].Routes[1].NextHop = netip.MustParseAddr("2001:db8::99")
 		}), "remove=[] recreate=[] add=[ ] 192.0.2.2: ~2001:db8:ff::10/128"},
 		{"prefix added and withdrawn on one peer only", base(), edit(func(d *Desired) {
-			d.Peers[0].Advertisements = []Advertisement{{Prefix: pfxB}, d.Peers[0].Advertisements[1]}
+			d.Peers[0].Routes = []Route{{Prefix: pfxB}, d.Peers[0].Routes[1]}
 		}), "remove=[] recreate=[] add=[ ] 192.0.2.2: +203.0.113.11/32 -203.0.113.10/32"},
 		{"removed peer alone", base(), edit(func(d *Desired) { d.Peers = d.Peers[:1] }),
 			"remove=[192.0.2.3] recreate=[] add=[ ]"},
@@ -125,7 +123,7 @@ func TestDiff(t *testing.T) {
 		{"router ID re-creates all", base(), edit(func(d *Desired) { d.Global.RouterID = netip.MustParseAddr("192.0.2.9") }),
 			"remove=[192.0.2.2 192.0.2.3] recreate=[192.0.2.2 192.0.2.3] add=[ 192.0.2.2(2) 192.0.2.3(1) ]"},
 		{"new peer added, others untouched", base(), edit(func(d *Desired) {
-			d.Peers = append(d.Peers, Peer{Address: rtr6, ASN: 64502, Advertisements: []Advertisement{{Prefix: pfx6}}})
+			d.Peers = append(d.Peers, Peer{Address: rtr6, ASN: 64502, Routes: []Route{{Prefix: pfx6}}})
 		}), "remove=[] recreate=[] add=[ 2001:db8::3(1) ]"},
 		{"BFD added to a kept session: the BGP session is kept", base(), edit(func(d *Desired) { d.Peers[0].BFD = &bfd.DefaultProfile }),
 			"remove=[] recreate=[] add=[ ] bfd 192.0.2.2: 300ms/300ms x3"},
@@ -135,7 +133,7 @@ func TestDiff(t *testing.T) {
 		{"BFD removed: the BGP session is kept", withBFD(fastBFD), base(), "remove=[] recreate=[] add=[ ] bfd 192.0.2.2: none"},
 		{"BFD and a route change together", base(), edit(func(d *Desired) {
 			d.Peers[1].BFD = &fastBFD
-			d.Peers[1].Advertisements = nil
+			d.Peers[1].Routes = nil
 		}), "remove=[] recreate=[] add=[ ] 192.0.2.3: -203.0.113.10/32 bfd 192.0.2.3: 50ms/50ms x3"},
 		{"a re-created peer takes its BFD profile along (not listed apart)", withBFD(bfd.DefaultProfile), edit(func(d *Desired) {
 			d.Peers[0].BFD = &fastBFD
@@ -173,81 +171,59 @@ func TestNormalizeCopiesBFDProfile(t *testing.T) {
 	}
 }
 
-func TestRoutesResolveNextHopsAndLocalPref(t *testing.T) {
-	d := normalize(base())
-	got := routes(d.Global, &d.Peers[0]) // eBGP, IPv4 session, NextHopV6 set
-	want := []Route{
-		{Prefix: pfxA, NextHop: netip.IPv4Unspecified(), Communities: []Community{65000<<16 | 1}},
-		{Prefix: pfx6, NextHop: nh6},
+// TestUniquePeers: Set leaves out a second peer of an address already
+// listed (sessions are known by their router's address) and says so; the
+// others stay.
+func TestUniquePeers(t *testing.T) {
+	d := edit(func(d *Desired) {
+		d.Peers = append(d.Peers, Peer{Address: rtr1, ASN: 64999})
+	})
+	got, errs := uniquePeers(d)
+	if len(got.Peers) != 2 || got.Peers[0].ASN != 64501 || got.Peers[1].Address != rtr2 {
+		t.Errorf("peers kept: %+v", got.Peers)
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("eBGP routes:\n got %+v\nwant %+v", got, want)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "bgp peer 192.0.2.2: listed twice") {
+		t.Errorf("errors: %v", errs)
 	}
-	got = routes(d.Global, &d.Peers[1]) // iBGP: localPref kept
-	if len(got) != 1 || got[0].LocalPref != 200 {
-		t.Errorf("iBGP routes: %+v, want localPref 200", got)
+	if len(d.Peers) != 3 {
+		t.Errorf("the caller's peers changed: %+v", d.Peers)
 	}
-	// The prepend repeats the session's own AS: the global one, or the
-	// peer's LocalASN.
-	d.Peers[0].Advertisements[0].ASPathPrepend = 2
-	d.Peers[1].Advertisements[0].ASPathPrepend = 1
-	if got := routes(d.Global, &d.Peers[0]); !reflect.DeepEqual(got[0].ASPath, []uint32{64500, 64500}) || got[1].ASPath != nil {
-		t.Errorf("prepended routes (global AS): %+v", got)
-	}
-	if got := routes(d.Global, &d.Peers[1]); !reflect.DeepEqual(got[0].ASPath, []uint32{64502}) {
-		t.Errorf("prepended routes (peer's local AS): %+v", got)
-	}
-	p := Peer{Address: rtr6, SourceAddress: nh6, NextHopV4: netip.MustParseAddr("192.0.2.1")}
-	if nh := p.nextHop(pfx6); nh != nh6 {
-		t.Errorf("IPv6 prefix over IPv6 session: next hop %v, want the source address %v", nh, nh6)
-	}
-	if nh := p.nextHop(pfxA); nh != netip.MustParseAddr("192.0.2.1") {
-		t.Errorf("IPv4 prefix over IPv6 session: next hop %v, want NextHopV4", nh)
+	if _, errs := uniquePeers(base()); errs != nil {
+		t.Errorf("base: %v", errs)
 	}
 }
 
-func TestValidate(t *testing.T) {
+// TestAPIPathNextHop: a route's zero next hop goes out as the unspecified
+// address of its family, which GoBGP replaces by the session's local
+// address; a given one goes out as given, IPv4 in NEXT_HOP and IPv6 in
+// MP_REACH_NLRI.
+func TestAPIPathNextHop(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		d    Desired
-		want string // substring of the error; "" = valid
+		r    Route
+		want string
 	}{
-		{"base is valid", base(), ""},
-		{"the zero state is valid (no sessions)", Desired{}, ""},
-		{"keepalive above the default hold time", edit(func(d *Desired) { d.Peers[0].KeepaliveTime = 91 * time.Second }), "keepalive"},
-		{"IPv6 prefix over IPv4 session without IPv6 next hop", edit(func(d *Desired) { d.Peers[0].NextHopV6 = netip.Addr{} }),
-			"bgp peer 192.0.2.2: IPv6 prefix 2001:db8:ff::10/128 over an IPv4 session needs an IPv6 next hop"},
-		{"IPv4 prefix over IPv6 session without IPv4 next hop", edit(func(d *Desired) {
-			d.Peers = append(d.Peers, Peer{Address: rtr6, ASN: 1, Advertisements: []Advertisement{{Prefix: pfxA}}})
-		}), "bgp peer 2001:db8::3: IPv4 prefix 203.0.113.10/32 over an IPv6 session needs an IPv4 next hop"},
-		{"router ID", edit(func(d *Desired) { d.Global.RouterID = nh6 }), "router ID"},
-		{"duplicate peer", edit(func(d *Desired) { d.Peers[1].Address = rtr1 }), "bgp peer 192.0.2.2: listed twice"},
-		{"no local ASN", edit(func(d *Desired) { d.Global.ASN = 0 }), "bgp peer 192.0.2.2: no local ASN"},
-		{"source of the wrong family", edit(func(d *Desired) { d.Peers[0].SourceAddress = nh6 }), "source address"},
-		{"hold time below 3s", edit(func(d *Desired) { d.Peers[0].HoldTime = 2 * time.Second }), "hold time"},
-		{"keepalive above hold", edit(func(d *Desired) {
-			d.Peers[0].HoldTime, d.Peers[0].KeepaliveTime = 3*time.Second, 4*time.Second
-		}), "keepalive"},
-		{"unmasked prefix", edit(func(d *Desired) {
-			d.Peers[1].Advertisements[0].Prefix = netip.MustParsePrefix("203.0.113.10/24")
-		}), "not a valid masked prefix"},
-		{"prefix twice", edit(func(d *Desired) {
-			d.Peers[1].Advertisements = append(d.Peers[1].Advertisements, Advertisement{Prefix: pfxA})
-		}), "advertised twice"},
-		{"listen port with several peers needs sources", edit(func(d *Desired) { d.Global.ListenPort = 1179 }), "listen port"},
-		{"a valid BFD profile", withBFD(bfd.DefaultProfile), ""},
-		{"a BFD profile without multiplier", withBFD(bfd.Profile{ReceiveInterval: time.Second, TransmitInterval: time.Second}),
-			"bgp peer 192.0.2.2: BFD profile: detect multiplier is zero"},
+		{Route{Prefix: pfxA}, "0.0.0.0"},
+		{Route{Prefix: pfx6}, "::"},
+		{Route{Prefix: pfxA, NextHop: netip.MustParseAddr("192.0.2.1")}, "192.0.2.1"},
+		{Route{Prefix: pfx6, NextHop: nh6}, nh6.String()},
+		{Route{Prefix: pfxA, NextHop: nh6}, nh6.String()},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.d.Validate()
-			switch {
-			case tc.want == "" && err != nil:
-				t.Errorf("unexpected error: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Errorf("error %v, want one containing %q", err, tc.want)
+		p, err := apiPath(&tc.r, false)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.r.Prefix, err)
+		}
+		var got []string
+		for _, a := range p.Attrs {
+			switch a := a.(type) {
+			case *gobgp.PathAttributeNextHop:
+				got = append(got, a.Value.String())
+			case *gobgp.PathAttributeMpReachNLRI:
+				got = append(got, a.Nexthop.String())
 			}
-		})
+		}
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%v next hop %v: on the wire %v, want %s", tc.r.Prefix, tc.r.NextHop, got, tc.want)
+		}
 	}
 }
 
@@ -263,7 +239,7 @@ func BenchmarkDiff(b *testing.B) {
 				if p == 0 && extra != 0 {
 					cs = append(cs, extra)
 				}
-				peer.Advertisements = append(peer.Advertisements, Advertisement{
+				peer.Routes = append(peer.Routes, Route{
 					Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(p), byte(i >> 8), byte(i)}), 32), Communities: cs})
 			}
 			d.Peers = append(d.Peers, peer)

@@ -17,9 +17,9 @@
 //
 // # Diff and apply
 //
-// Set validates the desired state (refusing all of it on any problem),
-// normalizes it (sorting, defaults) and computes a Plan with Diff, a pure
-// function:
+// Set takes the desired state as given (the planner, speaker/plan, applied
+// every rule: next hops, LOCAL_PREF, prepends, timers), normalizes it
+// (sorting, defaults) and computes a Plan with Diff, a pure function:
 //
 //   - a new peer gets a session with all its routes;
 //   - a gone peer is torn down: its routes are withdrawn, then the session
@@ -31,23 +31,17 @@
 //     with AddPath, which replaces the route in place (one UPDATE, no
 //     withdraw in between), and gone prefixes are withdrawn.
 //
-// # Next hops
+// # Next hops and attributes
 //
-// A prefix of the session's own family gets NextHopV4/NextHopV6 of its
-// family if set, else the session's SourceAddress, else the session's
-// local address (filled in by GoBGP). A prefix of the other family (IPv6
-// over an IPv4 session, or IPv4 over IPv6) must have NextHopV6/NextHopV4
-// set: the session's address cannot serve, and Validate refuses the
-// state otherwise. IPv6 routes travel in MP_REACH_NLRI (RFC 4760); IPv4
-// routes over IPv6 sessions use a plain IPv4 next hop (no RFC 8950).
-// Both unicast families are configured on every session.
-//
-// # Attributes
-//
-// Standard and large communities are sent as given (sorted, without
-// duplicates). LocalPref is sent to iBGP peers only (the peer's ASN equals
-// the session's local ASN); for eBGP peers it is ignored and the reason is
-// logged.
+// Each Route carries its next hop: the zero value is the session's local
+// address (GoBGP fills it in), which serves a prefix of the session's own
+// family only; a prefix of the other family (IPv6 over an IPv4 session, or
+// IPv4 over IPv6) comes with one of its family from the caller. IPv6
+// routes travel in MP_REACH_NLRI (RFC 4760); IPv4 routes over IPv6
+// sessions use a plain IPv4 next hop (no RFC 8950). Both unicast families
+// are configured on every session. Standard and large communities are sent
+// sorted, without duplicates; LOCAL_PREF when not 0 (the planner gives it
+// to iBGP sessions only); the AS path as given.
 //
 // # Nothing is imported
 //

@@ -43,14 +43,21 @@ func apiPath(r *Route, withdraw bool) (*apiutil.Path, error) {
 		attrs = append(attrs, bgp.NewPathAttributeAsPath([]bgp.AsPathParamInterface{
 			bgp.NewAs4PathParam(bgp.BGP_ASPATH_ATTR_TYPE_SEQ, r.ASPath)}))
 	}
-	if r.Prefix.Addr().Is4() && r.NextHop.Is4() {
-		nh, err := bgp.NewPathAttributeNextHop(r.NextHop)
+	nextHop := r.NextHop
+	if !nextHop.IsValid() { // the session's local address: GoBGP replaces the unspecified one by it
+		nextHop = netip.IPv4Unspecified()
+		if r.Prefix.Addr().Is6() {
+			nextHop = netip.IPv6Unspecified()
+		}
+	}
+	if r.Prefix.Addr().Is4() && nextHop.Is4() {
+		nh, err := bgp.NewPathAttributeNextHop(nextHop)
 		if err != nil {
 			return nil, err
 		}
 		attrs = append(attrs, nh)
 	} else {
-		mp, err := bgp.NewPathAttributeMpReachNLRI(fam, []bgp.PathNLRI{{NLRI: nlri}}, r.NextHop)
+		mp, err := bgp.NewPathAttributeMpReachNLRI(fam, []bgp.PathNLRI{{NLRI: nlri}}, nextHop)
 		if err != nil {
 			return nil, err
 		}

@@ -175,7 +175,7 @@ func TestGracefulRestartSpeaker(t *testing.T) {
 	d := Desired{
 		Global: Global{RouterID: nodeV4, ASN: asnNode},
 		Peers: []Peer{{Address: netip.MustParseAddr("192.0.2.2"), ASN: asnFRR, ConnectRetry: time.Second, GracefulRestart: true,
-			Advertisements: []Advertisement{{Prefix: svcA}}}},
+			Routes: []Route{{Prefix: svcA}}}},
 	}
 	if err := m.Set(context.Background(), d); err != nil {
 		t.Fatal(err)

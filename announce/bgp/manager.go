@@ -159,18 +159,19 @@ func New(o Options) *Manager {
 	}
 }
 
-// Set converges to d. A d that does not validate is refused and nothing
-// changes. Otherwise every peer is handled on its own: a peer that fails is
-// left without a session (and reported in the joined error); the next Set
-// tries it again from scratch.
+// Set converges to d, as given: every rule of what to advertise and how
+// (next hops, LOCAL_PREF, prepends, timers' ranges) was applied by the
+// caller, and a value GoBGP refuses fails that peer alone. Every peer is
+// handled on its own: a peer that fails is left without a session (and
+// reported in the joined error); the next Set tries it again from scratch.
+// A second peer of an address already listed is left out and reported
+// (sessions are known by their router's address).
 //
 // Set calls run one at a time (m.opMu). The sessions that go away are torn
 // down first, in parallel, each waiting for its own withdraw; readers do
 // not wait for any of it (see Manager).
 func (m *Manager) Set(ctx context.Context, d Desired) error {
-	if err := d.Validate(); err != nil {
-		return fmt.Errorf("bgp: desired state refused, nothing changed: %w", err)
-	}
+	d, errs := uniquePeers(d)
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	if m.closed {
@@ -187,7 +188,6 @@ func (m *Manager) Set(ctx context.Context, d Desired) error {
 		recreate[a] = true
 	}
 
-	var errs []error
 	fail := func(a netip.Addr, err error) {
 		errs = append(errs, fmt.Errorf("bgp peer %v: %w", a, err))
 		if s := m.detach(a); s != nil {
@@ -199,11 +199,10 @@ func (m *Manager) Set(ctx context.Context, d Desired) error {
 	m.teardownAll(ctx, m.leaving(&plan, next.Global, recreate))
 	for i := range plan.Add {
 		p := &plan.Add[i]
-		m.noteIgnoredLocalPref(next.Global, p)
 		if recreate[p.Address] {
 			m.log.Info("re-creating peer: a session setting changed", "peer", p.Address)
 		} else {
-			m.log.Info("adding peer", "peer", p.Address, "asn", p.ASN, "routes", len(p.Advertisements))
+			m.log.Info("adding peer", "peer", p.Address, "asn", p.ASN, "routes", len(p.Routes))
 		}
 		var err error
 		if s := m.sessions[p.Address]; s != nil {
@@ -217,7 +216,6 @@ func (m *Manager) Set(ctx context.Context, d Desired) error {
 	}
 	for _, u := range plan.Update {
 		s := m.sessions[u.Peer]
-		m.noteIgnoredLocalPref(next.Global, nextPeers[u.Peer])
 		m.log.Debug("updating routes", "peer", u.Peer, "add", len(u.Add), "update", len(u.Update), "withdraw", len(u.Withdraw))
 		if err := applyRoutes(s.gs.srv, u); err != nil {
 			fail(u.Peer, err)
@@ -316,19 +314,22 @@ func (m *Manager) current() Desired {
 	return d
 }
 
-func (m *Manager) noteIgnoredLocalPref(g Global, p *Peer) {
-	if p.IBGP(g) {
-		return
-	}
-	n := 0
-	for _, a := range p.Advertisements {
-		if a.LocalPref != 0 {
-			n++
+// uniquePeers returns d without the peers whose address an earlier peer
+// has, and an error naming each one left out.
+func uniquePeers(d Desired) (Desired, []error) {
+	var errs []error
+	seen := make(map[netip.Addr]bool, len(d.Peers))
+	peers := d.Peers[:0:0]
+	for _, p := range d.Peers {
+		if seen[p.Address] {
+			errs = append(errs, fmt.Errorf("bgp peer %v: listed twice; the second left out", p.Address))
+			continue
 		}
+		seen[p.Address] = true
+		peers = append(peers, p)
 	}
-	if n > 0 {
-		m.log.Info("localPref ignored: eBGP session (LOCAL_PREF is only sent to iBGP peers)", "peer", p.Address, "prefixes", n)
-	}
+	d.Peers = peers
+	return d, errs
 }
 
 // applyRoutes announces (AddPath replaces a route in place) and withdraws.
@@ -345,11 +346,7 @@ func applyRoutes(srv *server.BgpServer, u PeerRoutes) error {
 		}
 	}
 	for _, pfx := range u.Withdraw {
-		r := Route{Prefix: pfx, NextHop: netip.IPv4Unspecified()}
-		if pfx.Addr().Is6() {
-			r.NextHop = netip.IPv6Unspecified()
-		}
-		p, err := apiPath(&r, true)
+		p, err := apiPath(&Route{Prefix: pfx}, true)
 		if err == nil {
 			err = srv.DeletePath(apiutil.DeletePathRequest{Paths: []*apiutil.Path{p}})
 		}
@@ -370,7 +367,7 @@ type serverKey struct {
 }
 
 func keyOf(g Global, p *Peer) serverKey {
-	k := serverKey{routerID: g.RouterID, asn: p.localASN(g), listenPort: g.ListenPort}
+	k := serverKey{routerID: g.RouterID, asn: localASN(g, p), listenPort: g.ListenPort}
 	if g.ListenPort != 0 {
 		k.listenAddr = p.SourceAddress
 	}
@@ -512,7 +509,7 @@ func (m *Manager) start(ctx context.Context, g Global, p *Peer) error {
 	}, server.WatchPeer()); err != nil {
 		return fmt.Errorf("watching peer state: %w", err)
 	}
-	if err := applyRoutes(gs.srv, PeerRoutes{Add: routes(g, p)}); err != nil {
+	if err := applyRoutes(gs.srv, PeerRoutes{Add: p.Routes}); err != nil {
 		return err
 	}
 	if err := gs.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
@@ -532,7 +529,7 @@ func (m *Manager) recreate(ctx context.Context, s *session, g Global, p *Peer) e
 	}
 	m.setAdded(s, false)
 	m.resetState(s)
-	if err := applyRoutes(s.gs.srv, diffRoutes(routes(s.g, &s.peer), routes(g, p))); err != nil {
+	if err := applyRoutes(s.gs.srv, diffRoutes(s.peer.Routes, p.Routes)); err != nil {
 		return err
 	}
 	m.setApplied(s, g, p)
@@ -549,7 +546,7 @@ func (m *Manager) recreate(ctx context.Context, s *session, g Global, p *Peer) e
 // until the withdraw has left (awaitWithdraw), so that the router gets it
 // before the Cease NOTIFICATION that follows.
 func (m *Manager) withdrawAll(ctx context.Context, s *session) error {
-	wait := s.added && len(s.peer.Advertisements) > 0 && m.established(s)
+	wait := s.added && len(s.peer.Routes) > 0 && m.established(s)
 	var before messageCounters
 	if wait {
 		var err error
@@ -592,7 +589,7 @@ func (m *Manager) awaitWithdraw(ctx context.Context, s *session, before messageC
 		if !before.families[f] {
 			continue
 		}
-		for _, a := range s.peer.Advertisements {
+		for _, a := range s.peer.Routes {
 			if family(a.Prefix) == f {
 				want++
 				break
@@ -803,7 +800,7 @@ func (m *Manager) statsViews() []statsView {
 	defer m.mu.Unlock()
 	out := make([]statsView, 0, len(m.sessions))
 	for a, s := range m.sessions {
-		out = append(out, statsView{addr: a, gs: s.gs, added: s.added, advertised: len(s.peer.Advertisements)})
+		out = append(out, statsView{addr: a, gs: s.gs, added: s.added, advertised: len(s.peer.Routes)})
 	}
 	return out
 }

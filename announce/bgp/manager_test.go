@@ -52,10 +52,9 @@ func TestLoopbackManagers(t *testing.T) {
 	if err := node.Set(ctx, Desired{
 		Global: Global{RouterID: nodeA, ASN: 64500, ListenPort: port},
 		Peers: []Peer{{Address: rtrA, ASN: 64501, Port: port, SourceAddress: nodeA, ConnectRetry: time.Second,
-			NextHopV6: netip.MustParseAddr("2001:db8::2"),
-			Advertisements: []Advertisement{
+			Routes: []Route{
 				{Prefix: netip.MustParsePrefix("203.0.113.7/32"), Communities: []Community{64500<<16 | 7}},
-				{Prefix: netip.MustParsePrefix("2001:db8:ff::7/128")},
+				{Prefix: netip.MustParsePrefix("2001:db8:ff::7/128"), NextHop: netip.MustParseAddr("2001:db8::2")},
 			}}},
 	}); err != nil {
 		t.Fatal(err)
@@ -156,9 +155,9 @@ func TestReadersDoNotWaitForWithdraw(t *testing.T) {
 	nodeState := func(p uint16) Desired {
 		return Desired{Global: g, Peers: []Peer{
 			{Address: rtrA, ASN: 64501, Port: p, SourceAddress: nodeA, ConnectRetry: time.Second,
-				Advertisements: []Advertisement{{Prefix: netip.MustParsePrefix("203.0.113.21/32")}}},
+				Routes: []Route{{Prefix: netip.MustParsePrefix("203.0.113.21/32")}}},
 			{Address: rtrB, ASN: 64501, Port: p, SourceAddress: nodeB, ConnectRetry: time.Second,
-				Advertisements: []Advertisement{{Prefix: netip.MustParsePrefix("203.0.113.22/32")}}},
+				Routes: []Route{{Prefix: netip.MustParsePrefix("203.0.113.22/32")}}},
 		}}
 	}
 	closed := freePort(t)
@@ -251,20 +250,27 @@ func nextWithdrawWait(t *testing.T, waiting <-chan netip.Addr, setDone <-chan er
 	return netip.Addr{}
 }
 
-// TestSetRefusesInvalidState checks that an invalid state changes nothing
-// and that the error names the peer.
-func TestSetRefusesInvalidState(t *testing.T) {
+// TestSetLeavesOutOnlyTheBadPeer checks that a peer Set cannot keep (a
+// second one of an address already listed) is left out with an error
+// naming it, that the others get their sessions, and that Set after Close
+// fails.
+func TestSetLeavesOutOnlyTheBadPeer(t *testing.T) {
 	ctx := context.Background()
 	m := New(Options{Logger: testLog(t)})
 	defer m.Close(ctx)
 	bad := base()
-	bad.Peers[0].NextHopV6 = netip.Addr{}
+	bad.Peers = append(bad.Peers, Peer{Address: rtr1, ASN: 64999})
 	err := m.Set(ctx, bad)
-	if err == nil || !strings.Contains(err.Error(), "bgp peer 192.0.2.2:") {
-		t.Fatalf("Set: %v, want a refusal naming the peer", err)
+	if err == nil || !strings.Contains(err.Error(), "bgp peer 192.0.2.2: listed twice") {
+		t.Fatalf("Set: %v, want an error naming the peer", err)
 	}
-	if p := m.Peers(); len(p) != 0 {
-		t.Errorf("peers after a refused Set: %+v", p)
+	var got []netip.Addr
+	for _, p := range m.Peers() {
+		got = append(got, p.Peer)
+	}
+	slices.SortFunc(got, netip.Addr.Compare)
+	if !slices.Equal(got, []netip.Addr{rtr1, rtr2}) {
+		t.Errorf("peers after the Set: %v, want %v and %v", got, rtr1, rtr2)
 	}
 	if err := m.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -306,7 +312,7 @@ func BenchmarkSetUpdate(b *testing.B) {
 				if p == 0 && extra != 0 {
 					cs = append(cs, extra)
 				}
-				peer.Advertisements = append(peer.Advertisements, Advertisement{
+				peer.Routes = append(peer.Routes, Route{
 					Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(p), byte(i >> 8), byte(i)}), 32), Communities: cs})
 			}
 			d.Peers = append(d.Peers, peer)

@@ -42,24 +42,25 @@ func comm(t *testing.T, s string) Community {
 }
 
 // labState is the desired state the scenario starts from: gobgpd gets A
-// and the IPv6 prefix (eBGP; localPref given but not sent); FRR gets A and
+// and the IPv6 prefix (eBGP; a localPref given, which GoBGP does not send
+// to an eBGP router); FRR gets A and
 // B over iBGP/IPv4 and A and the IPv6 prefix over eBGP/IPv6 with MD5.
 func labState(t *testing.T) Desired {
 	return Desired{
 		Global: Global{RouterID: nodeV4, ASN: asnNode},
 		Peers: []Peer{
-			{Address: gobgpV4, ASN: asnGoBGP, HoldTime: 9 * time.Second, ConnectRetry: time.Second, NextHopV6: nodeV6,
-				Advertisements: []Advertisement{
+			{Address: gobgpV4, ASN: asnGoBGP, HoldTime: 9 * time.Second, ConnectRetry: time.Second,
+				Routes: []Route{
 					{Prefix: svcA, Communities: []Community{comm(t, "64500:100")}, LargeCommunities: []LargeCommunity{{Global: 64500, Local1: 1, Local2: 2}}, LocalPref: 300},
-					{Prefix: svc6, Communities: []Community{comm(t, "64500:100")}},
+					{Prefix: svc6, NextHop: nodeV6, Communities: []Community{comm(t, "64500:100")}},
 				}},
-			{Address: frrV4, ASN: asnFRR, LocalASN: asnFRR, ConnectRetry: time.Second, NextHopV6: nodeV6,
-				Advertisements: []Advertisement{
+			{Address: frrV4, ASN: asnFRR, LocalASN: asnFRR, ConnectRetry: time.Second,
+				Routes: []Route{
 					{Prefix: svcA, Communities: []Community{comm(t, "64500:200")}, LocalPref: 250},
 					{Prefix: svcB},
 				}},
-			{Address: frrV6, ASN: asnFRR, ConnectRetry: time.Second, Password: md5Key, NextHopV4: nodeV4,
-				Advertisements: []Advertisement{{Prefix: svc6}, {Prefix: svcA, LargeCommunities: []LargeCommunity{{Global: 64500, Local1: 6, Local2: 6}}}}},
+			{Address: frrV6, ASN: asnFRR, ConnectRetry: time.Second, Password: md5Key,
+				Routes: []Route{{Prefix: svc6}, {Prefix: svcA, NextHop: nodeV4, LargeCommunities: []LargeCommunity{{Global: 64500, Local1: 6, Local2: 6}}}}},
 		},
 	}
 }
@@ -260,7 +261,7 @@ func TestRoutersInNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.Peers[0].Advertisements[0].Communities = append(d.Peers[0].Advertisements[0].Communities, comm(t, "64500:101"))
+		d.Peers[0].Routes[0].Communities = append(d.Peers[0].Routes[0].Communities, comm(t, "64500:101"))
 		if err := m.Set(ctx, d); err != nil {
 			t.Fatal(err)
 		}
@@ -313,8 +314,8 @@ func TestRoutersInNode(t *testing.T) {
 	t.Run("a prefix withdrawn and one added, on a kept session", func(t *testing.T) {
 		before := m.Peers()
 		mark := len(rec.all())
-		ads := d.Peers[0].Advertisements
-		d.Peers[0].Advertisements = []Advertisement{ads[0], {Prefix: svcB}} // svc6 out, svcB in
+		rs := d.Peers[0].Routes
+		d.Peers[0].Routes = []Route{rs[0], {Prefix: svcB}} // svc6 out, svcB in
 		if err := m.Set(ctx, d); err != nil {
 			t.Fatal(err)
 		}
@@ -338,10 +339,10 @@ func TestRoutersInNode(t *testing.T) {
 	t.Run("as-path prepend reaches the routers, updated in place", func(t *testing.T) {
 		before := m.Peers()
 		mark := len(rec.all())
-		d.Peers[0].Advertisements[1].ASPathPrepend = 2 // svcB to gobgpd (eBGP)
-		for i, a := range d.Peers[2].Advertisements {  // svc6 to FRR over IPv6 (eBGP)
+		d.Peers[0].Routes[1].ASPath = []uint32{asnNode, asnNode} // svcB to gobgpd (eBGP), prepended twice
+		for i, a := range d.Peers[2].Routes {                    // svc6 to FRR over IPv6 (eBGP), once
 			if a.Prefix == svc6 {
-				d.Peers[2].Advertisements[i].ASPathPrepend = 1
+				d.Peers[2].Routes[i].ASPath = []uint32{asnNode}
 			}
 		}
 		if err := m.Set(ctx, d); err != nil {

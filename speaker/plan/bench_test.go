@@ -150,11 +150,12 @@ func TestBenchInputsBGP(t *testing.T) {
 	res := Compute(in)
 	d := res.For("worker-036").BGP // zone a, rack r1
 	merged, agg := 0, 0
-	for _, r := range d.Routes {
-		if len(r.Services) > 1 {
+	routes := grouped(d)
+	for _, r := range routes {
+		if len(r.services) > 1 {
 			agg++
 		}
-		if len(r.Communities) > 1 && r.LocalPref == 300 {
+		if len(r.route.Communities) > 1 && r.route.LocalPref == 300 {
 			merged++
 		}
 	}
@@ -164,8 +165,8 @@ func TestBenchInputsBGP(t *testing.T) {
 		reasons[s.Reason]++
 	}
 	t.Logf("worker-036: %d sessions, %d routes (%d aggregates, %d merged); %d Services advertised; skipped %v; %d issues",
-		len(d.Sessions), len(d.Routes), agg, merged, len(by), reasons, len(res.BGPIssues))
-	if len(d.Sessions) != 3 || len(d.Routes) < 900 || agg == 0 || merged == 0 || len(by) < 900 {
+		len(d.Sessions), len(routes), agg, merged, len(by), reasons, len(res.BGPIssues))
+	if len(d.Sessions) != 3 || len(routes) < 900 || agg == 0 || merged == 0 || len(by) < 900 {
 		t.Errorf("the benchmark's inputs are not what they say")
 	}
 }

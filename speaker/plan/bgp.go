@@ -7,8 +7,9 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/herald-lb/herald/announce/bfd"
+	"github.com/herald-lb/herald/announce/bgp/desired"
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/community"
 	"github.com/herald-lb/herald/config/v1beta1"
@@ -20,53 +21,47 @@ type SecretRef struct {
 	Name, Key string
 }
 
-// BGPSession is one BGP session a node must keep up, every field resolved.
-// It is comparable: a session manager can tell a changed session with ==.
+// BGPSession is one BGP session a node must keep up: the session
+// manager's peer (announce/bgp) with every field and every route resolved
+// for the node, and what the speaker and `kubectl herald explain` need
+// beside it.
 type BGPSession struct {
+	// Peer is the session as the session manager takes it: the router's
+	// address, AS and port, the local AS, source address, timers (defaults
+	// applied: 90s, a third of the hold time, 120s), the multihop TTL (255
+	// for an eBGP peer with ebgpMultiHop, else 0), graceful restart, the
+	// BFD profile, and Routes, sorted by prefix, each with its next hop,
+	// LOCAL_PREF (iBGP only) and AS path. Password is empty: the planner
+	// reads no Secret (PasswordSecret).
+	Peer desired.Peer
 	// Name is the BGPPeer's name; a node has at most one session per peer.
-	Name    string
-	MyASN   uint32
-	PeerASN uint32
-	// PeerAddress and PeerPort are the router's address and TCP port.
-	PeerAddress netip.Addr
-	PeerPort    uint16
-	// SourceAddress is the local address of the session; zero lets the
-	// kernel choose.
-	SourceAddress netip.Addr
-	// RouterID is the BGPPeer's routerID, else the node's first IPv4
-	// address (Node.Addrs).
+	Name string
+	// RouterID is the session's router ID: the BGPPeer's routerID, else the
+	// node's first IPv4 address (Node.Addrs). Every session of a node has
+	// the same (RouterIDConflict).
 	RouterID netip.Addr
-	// HoldTime and KeepaliveTime (0 and 0: no keepalives), ConnectTime:
-	// defaults applied (90s, a third of the hold time, 120s).
-	HoldTime      time.Duration
-	KeepaliveTime time.Duration
-	ConnectTime   time.Duration
-	// EBGPMultihopTTL is the TTL of the session's packets when the router
-	// is more than one hop away: 255 for an eBGP peer with ebgpMultiHop,
-	// else 0 (directly connected; iBGP has no such limit).
-	EBGPMultihopTTL uint8
-	// NextHopV4 and NextHopV6 are the node's first address of each family
-	// (zero when it has none): the next hop of a route whose family the
-	// session's own address does not give one for.
-	NextHopV4, NextHopV6 netip.Addr
 	// PasswordSecret is where the TCP MD5 password is; zero for none. The
-	// planner does not read Secrets: the speaker does, and must re-create
-	// the session when the password in it changes.
-	PasswordSecret  SecretRef
-	GracefulRestart bool
-	// BFD is the valid BFDProfile the BGPPeer names (bfdProfile); the zero
-	// value (Name "") means no BFD: none named, or the one named is
-	// missing or invalid (config.Parse warns; BGP runs without BFD).
-	BFD config.BFDProfile
+	// speaker reads it into Peer.Password, and must re-create the session
+	// when the password in it changes.
+	PasswordSecret SecretRef
+	// BFDProfile is the name of the valid BFDProfile the BGPPeer names,
+	// which Peer.BFD holds; "" (and Peer.BFD nil) means no BFD: none named,
+	// or the one named is missing or invalid (config.Parse warns; BGP runs
+	// without BFD).
+	BFDProfile string
+	// Services[j] are the keys of the Services whose addresses make the
+	// node advertise Peer.Routes[j], sorted.
+	Services [][]string
 }
 
 // IBGP reports whether the session is internal (same AS on both ends).
-func (s BGPSession) IBGP() bool { return s.MyASN == s.PeerASN }
+func (s *BGPSession) IBGP() bool { return s.Peer.LocalASN == s.Peer.ASN }
 
-// BGPRoute is one prefix a node advertises, with the attributes it sends
-// to Peers. One prefix can appear in several BGPRoutes of a node, with
+// bgpRoute is one prefix a node advertises, with the attributes it sends
+// to Peers: the planner's form, which expand resolves into each session's
+// routes. One prefix can appear in several bgpRoutes of a node, with
 // disjoint Peers and different attributes.
-type BGPRoute struct {
+type bgpRoute struct {
 	Prefix netip.Prefix
 	// Peers are the BGPPeer names (sessions of the node) that receive the
 	// route with these attributes, sorted.
@@ -91,13 +86,45 @@ type BGPRoute struct {
 // BGPDesired is a node's BGP part of the plan. Its slices may share memory
 // with each other and with the Result; callers must not modify them.
 type BGPDesired struct {
-	// Sessions are the node's BGP sessions, sorted by name.
+	// Global is the node's BGP identity: its sessions' router ID and its
+	// first session's local AS (each session names its own, Peer.LocalASN).
+	Global desired.Global
+	// Sessions are the node's BGP sessions, sorted by name, each with its
+	// routes.
 	Sessions []BGPSession
-	// Routes are sorted by prefix, then by first peer.
-	Routes []BGPRoute
 	// Left is what the node's part leaves out, each naming why
-	// (RouterIDConflict: a session; NoNextHop: a peer of a route), sorted.
+	// (RouterIDConflict and PeerAddressInUse: a session; NoNextHop: a peer
+	// of a route), sorted.
 	Left []BGPIssue
+}
+
+// Desired is what the node's session manager converges to: the sessions'
+// peers, with the passwords password reads for the sessions that have one
+// (PasswordSecret). A session whose password cannot be read is left out,
+// its error in left: it would not come up anyway (the router refuses a
+// session without it). names maps each peer kept to its session.
+func (d BGPDesired) Desired(password func(s *BGPSession) (string, error)) (want desired.State, names map[netip.Addr]*BGPSession, left []error) {
+	want.Global = d.Global
+	names = make(map[netip.Addr]*BGPSession, len(d.Sessions))
+	for i := range d.Sessions {
+		s := &d.Sessions[i]
+		p := s.Peer
+		if s.PasswordSecret != (SecretRef{}) {
+			pw, err := password(s)
+			if err != nil {
+				from := "spec.password"
+				if s.PasswordSecret.Name != "" {
+					from = "Secret " + s.PasswordSecret.Name
+				}
+				left = append(left, fmt.Errorf("bgp peer %s: password (%s): %w; session left out", s.Name, from, err))
+				continue
+			}
+			p.Password = pw
+		}
+		names[p.Address] = s
+		want.Peers = append(want.Peers, p)
+	}
+	return want, names, left
 }
 
 // Reasons for an address not to be advertised over BGP, beside NotInPool,
@@ -127,6 +154,11 @@ const (
 	// its first session's (by name); a speaker has one router ID, so the
 	// session is left out on that node.
 	RouterIDConflict Reason = "RouterIDConflict"
+	// PeerAddressInUse: a node's session is to the router address of an
+	// earlier session of the node (by name; two BGPPeers of one address and
+	// other ports, which config.Parse allows); the node keeps one session
+	// per router address, so the later one is left out on that node.
+	PeerAddressInUse Reason = "PeerAddressInUse"
 	// NoNextHop: a route of one family to a session of the other, from a
 	// node with no address of the route's family: there is no next hop to
 	// give, so that peer is not sent the route.
@@ -403,29 +435,33 @@ func (b *bgpBuild) readPeers() {
 }
 
 // sessionTemplate is the session of peer cp with every field resolved but
-// the node's: RouterID is zero when the node's address applies, and the
-// next hops are zero.
+// the node's: RouterID is zero when the node's address applies, and it has
+// no routes.
 func sessionTemplate(cfg *config.Config, cp *config.Peer) BGPSession {
 	s := BGPSession{
-		Name:            cp.Name,
-		MyASN:           cp.MyASN,
-		PeerASN:         cp.PeerASN,
-		PeerAddress:     cp.Address,
-		PeerPort:        cp.Port,
-		SourceAddress:   cp.SourceAddress,
-		RouterID:        cp.RouterID,
-		HoldTime:        cp.HoldTime,
-		KeepaliveTime:   cp.KeepaliveTime,
-		ConnectTime:     cp.ConnectTime,
-		EBGPMultihopTTL: multihopTTL(cp),
-		GracefulRestart: cp.GracefulRestart,
+		Name:     cp.Name,
+		RouterID: cp.RouterID,
+		Peer: desired.Peer{
+			Address:         cp.Address,
+			ASN:             cp.PeerASN,
+			LocalASN:        cp.MyASN,
+			Port:            cp.Port,
+			SourceAddress:   cp.SourceAddress,
+			HoldTime:        cp.HoldTime,
+			KeepaliveTime:   cp.KeepaliveTime,
+			ConnectRetry:    cp.ConnectTime,
+			EBGPMultihopTTL: multihopTTL(cp),
+			GracefulRestart: cp.GracefulRestart,
+		},
 	}
 	if cp.PasswordSecret != "" || cp.InlinePassword {
 		// An inline password reaches the speakers through the same copy.
 		s.PasswordSecret = SecretRef{cp.PasswordSecret, v1beta1.BGPPasswordKey}
 	}
 	if bp := cfg.BFDProfile(cp.BFDProfile); cp.BFDProfile != "" && bp != nil {
-		s.BFD = *bp
+		s.BFDProfile = bp.Name
+		s.Peer.BFD = &bfd.Profile{ReceiveInterval: bp.ReceiveInterval, TransmitInterval: bp.TransmitInterval,
+			DetectMultiplier: bp.DetectMultiplier, Passive: bp.PassiveMode}
 	}
 	return s
 }
@@ -884,10 +920,10 @@ func normLarge(v []community.Large) []community.Large {
 	return slices.Clip(slices.Compact(v))
 }
 
-// forNode is node's BGP part: the plan expanded (expand), then what the
-// node itself cannot carry left out (settle).
+// forNode is node's BGP part: the plan expanded (expand), with the
+// sessions the node leaves out (conflicts).
 func (p *bgpPlan) forNode(node string) BGPDesired {
-	d := settle(p.expand(node, nil), node)
+	d := p.expand(node, nil)
 	if p != nil {
 		for _, c := range p.conflicts {
 			if c.Node == node {
@@ -901,7 +937,8 @@ func (p *bgpPlan) forNode(node string) BGPDesired {
 
 // expand expands node's BGP part of the plan: its sessions (sessionsOf),
 // then its routes (contributions, routes), only those of the prefixes
-// keep accepts when keep is not nil.
+// keep accepts when keep is not nil, resolved into each session's
+// (resolve).
 func (p *bgpPlan) expand(node string, keep func(prefixKey) bool) BGPDesired {
 	var d BGPDesired
 	if p == nil {
@@ -916,12 +953,14 @@ func (p *bgpPlan) expand(node string, keep func(prefixKey) bool) BGPDesired {
 	if len(d.Sessions) == 0 {
 		return d
 	}
-	d.Routes = p.routes(p.contributions(k, up, keep), up, len(d.Sessions))
+	d.Global = desired.Global{RouterID: d.Sessions[0].RouterID, ASN: d.Sessions[0].Peer.LocalASN}
+	routes := p.routes(p.contributions(k, up, keep), up, len(d.Sessions))
+	d.Left = resolve(d.Sessions, routes, p.routerID[k], p.first6[k], node)
 	return d
 }
 
 // sessionsOf returns node k's sessions, resolved for it (its router ID
-// unless the peer sets one, its next hops), and adds their peers to up.
+// unless the peer sets one), and adds their peers to up.
 func (p *bgpPlan) sessionsOf(k int, up bitset) []BGPSession {
 	var out []BGPSession
 	for pi, s := range p.peers {
@@ -932,10 +971,84 @@ func (p *bgpPlan) sessionsOf(k int, up bitset) []BGPSession {
 		if !s.RouterID.IsValid() {
 			s.RouterID = p.routerID[k]
 		}
-		s.NextHopV4, s.NextHopV6 = p.routerID[k], p.first6[k]
 		out = append(out, s)
 	}
 	return out
+}
+
+// resolve gives each of a node's sessions its routes: each of the node's
+// routes goes to the sessions of its Peers with every attribute resolved
+// for the session (its next hop, nextHop; its AS path), with the Services
+// that bring it. A route of the other family than a session's, from a node
+// with no address of the route's family, has no next hop to give: the
+// session is not sent it, and the NoNextHop issues returned say so,
+// sorted. (The node is then not among the route's advertisers either:
+// peerNodes counts only the sessions that can carry a family.) node4 and
+// node6 are the node's first address of each family (zero when it has
+// none).
+func resolve(sessions []BGPSession, routes []bgpRoute, node4, node6 netip.Addr, node string) []BGPIssue {
+	byName := make(map[string]int, len(sessions))
+	for i := range sessions {
+		byName[sessions[i].Name] = i
+	}
+	n := make([]int, len(sessions))
+	for i := range routes {
+		for _, name := range routes[i].Peers {
+			n[byName[name]]++ // every peer of a route is a session of the node (routeBuilder's up)
+		}
+	}
+	for i := range sessions {
+		sessions[i].Peer.Routes = make([]desired.Route, 0, n[i])
+		sessions[i].Services = make([][]string, 0, n[i])
+	}
+	var left []BGPIssue
+	paths := map[[2]uint32][]uint32{} // (local AS, prepends) -> AS path, shared
+	for i := range routes {
+		r := &routes[i]
+		for _, name := range r.Peers {
+			s := &sessions[byName[name]]
+			nh, ok := s.nextHop(r.Prefix, node4, node6)
+			if !ok {
+				left = append(left, BGPIssue{Reason: NoNextHop, Peer: name, Node: node, Prefix: r.Prefix})
+				continue
+			}
+			var path []uint32
+			if r.ASPathPrepend > 0 {
+				key := [2]uint32{s.Peer.LocalASN, uint32(r.ASPathPrepend)}
+				if path = paths[key]; path == nil {
+					path = slices.Repeat([]uint32{s.Peer.LocalASN}, int(r.ASPathPrepend))
+					paths[key] = path
+				}
+			}
+			s.Peer.Routes = append(s.Peer.Routes, desired.Route{Prefix: r.Prefix, NextHop: nh, Communities: r.Communities,
+				LargeCommunities: r.LargeCommunities, LocalPref: r.LocalPref, ASPath: path})
+			s.Services = append(s.Services, r.Services)
+		}
+	}
+	slices.SortFunc(left, cmpIssue)
+	return left
+}
+
+// nextHop is the next hop of a route of prefix's family over the session,
+// from a node whose first addresses are node4 and node6 (zero when it has
+// none): the node's first address of the family; else, for the session's
+// own family, its source address, or the zero address (the session's own
+// local address, see desired.Route). ok is false for a route of the other
+// family when the node has no address of it.
+func (s *BGPSession) nextHop(prefix netip.Prefix, node4, node6 netip.Addr) (nh netip.Addr, ok bool) {
+	is4, own := prefix.Addr().Is4(), node6
+	if is4 {
+		own = node4
+	}
+	switch {
+	case own.IsValid():
+		return own, true
+	case is4 != s.Peer.Address.Unmap().Is4():
+		return netip.Addr{}, false
+	case s.Peer.SourceAddress.IsValid(): // of the session's family (config.Parse)
+		return s.Peer.SourceAddress, true
+	}
+	return netip.Addr{}, true
 }
 
 // contrib says that a node advertises prefix under advertisement adv
@@ -957,7 +1070,7 @@ func (r Result) BGPForAddress(node string, addr netip.Addr) BGPDesired {
 		host := hostKey(addr.Unmap())
 		keep = func(c prefixKey) bool { return c.contains(host) }
 	}
-	return settle(r.bgp.expand(node, keep), node)
+	return r.bgp.expand(node, keep)
 }
 
 // contributions returns node k's contributions, sorted by prefix,
@@ -999,7 +1112,7 @@ func (p *bgpPlan) contributions(k int, up bitset, keep func(prefixKey) bool) []c
 // routes makes a node's routes from its contributions cs (sorted), one
 // prefix at a time (routeBuilder.addPrefix); up are the peers of its
 // sessions, of which it has nsessions.
-func (p *bgpPlan) routes(cs []contrib, up bitset, nsessions int) []BGPRoute {
+func (p *bgpPlan) routes(cs []contrib, up bitset, nsessions int) []bgpRoute {
 	prefixes := 0
 	for j := range cs {
 		if j == 0 || cs[j].prefix != cs[j-1].prefix {
@@ -1009,10 +1122,10 @@ func (p *bgpPlan) routes(cs []contrib, up bitset, nsessions int) []BGPRoute {
 	rb := routeBuilder{
 		p:     p,
 		up:    up,
-		cache: map[string]*BGPRoute{},
+		cache: map[string]*bgpRoute{},
 		// Commonly one route per prefix for iBGP peers and one for eBGP
 		// ones.
-		routes:  make([]BGPRoute, 0, prefixes*min(nsessions, 2)),
+		routes:  make([]bgpRoute, 0, prefixes*min(nsessions, 2)),
 		peerBuf: make([]string, 0, prefixes*nsessions),
 	}
 	for lo := 0; lo < len(cs); {
@@ -1045,9 +1158,9 @@ type routeBuilder struct {
 	// addrBuf and key are scratch for services and attributes.
 	addrBuf []int32
 	key     []byte
-	cache   map[string]*BGPRoute // merged attributes by (set, ibgp)
+	cache   map[string]*bgpRoute // merged attributes by (set, ibgp)
 	peerBuf []string
-	routes  []BGPRoute
+	routes  []bgpRoute
 }
 
 // routeGroup is the peers of a node that get one prefix from the same
@@ -1058,7 +1171,7 @@ type routeGroup struct {
 	// root is the group whose route this group's peers join (itself
 	// unless an earlier group has equal attributes).
 	root  int
-	route BGPRoute
+	route bgpRoute
 }
 
 // addPrefix adds the routes of one prefix, run being its contributions:
@@ -1162,7 +1275,7 @@ func (rb *routeBuilder) services(run []contrib, set []int32) []string {
 }
 
 // attributes returns bgpPlan.attributes(set, ibgp), cached.
-func (rb *routeBuilder) attributes(set []int32, ibgp bool) *BGPRoute {
+func (rb *routeBuilder) attributes(set []int32, ibgp bool) *bgpRoute {
 	rb.key = rb.key[:0]
 	for _, ai := range set {
 		rb.key = append(rb.key, byte(ai>>24), byte(ai>>16), byte(ai>>8), byte(ai))
@@ -1213,13 +1326,18 @@ func familyOf(a netip.Addr) int {
 // oneRouterID keeps, on each node, only the sessions with the node's router
 // ID: its first session's (by name), the BGPPeer's routerID or else the
 // node's first IPv4 address. A speaker runs one BGP speaker with one router
-// ID; a session asking for another is left out on that node. It returns
-// those issues (RouterIDConflict, Addr the ID asked for), sorted.
+// ID; a session asking for another is left out on that node. A node also
+// keeps one session per router address (the session manager knows a
+// session by it): a later session to the address of a kept one is left
+// out. It returns those issues (RouterIDConflict, Addr the ID asked for;
+// PeerAddressInUse, Addr the router's address), sorted.
 func (p *bgpPlan) oneRouterID() []BGPIssue {
 	var issues []BGPIssue
 	w := p.words
+	routers := map[netip.Addr]bool{}
 	for k := range p.nodes {
 		var id netip.Addr
+		clear(routers)
 		for pi := range p.peers {
 			bs := row(p.sessions, pi, w)
 			if !bs.has(k) {
@@ -1229,12 +1347,16 @@ func (p *bgpPlan) oneRouterID() []BGPIssue {
 			if !own.IsValid() {
 				own = p.routerID[k]
 			}
-			switch {
-			case !id.IsValid():
-				id = own
-			case own != id:
+			switch addr := p.peers[pi].Peer.Address; {
+			case id.IsValid() && own != id:
 				bs.unset(k)
 				issues = append(issues, BGPIssue{Reason: RouterIDConflict, Peer: p.peers[pi].Name, Node: p.nodes[k], Addr: own})
+			case routers[addr]:
+				bs.unset(k)
+				issues = append(issues, BGPIssue{Reason: PeerAddressInUse, Peer: p.peers[pi].Name, Node: p.nodes[k], Addr: addr})
+			default:
+				id = own
+				routers[addr] = true
 			}
 		}
 	}
@@ -1247,7 +1369,7 @@ func (p *bgpPlan) oneRouterID() []BGPIssue {
 func (p *bgpPlan) addPeerNodes(peerNodes *[2]bitset, pi int) {
 	w := p.words
 	sess := row(p.sessions, pi, w)
-	own := familyOf(p.peers[pi].PeerAddress)
+	own := familyOf(p.peers[pi].Peer.Address)
 	peerNodes[own].or(sess)
 	other := 1 - own
 	for k := sess.next(0); k >= 0; k = sess.next(k + 1) {
@@ -1265,70 +1387,11 @@ func multihopTTL(cp *config.Peer) uint8 {
 	return 0
 }
 
-// settle leaves out of a node's part, per route, the peers of the other
-// family when the node has no address of the route's family to give as next
-// hop, and says so in d.Left; a route left with no peer is dropped. (The
-// node is then not among the route's advertisers either: peerNodes counts
-// only the sessions that can carry a family.) d's slices are shared with
-// the plan: filtered ones are new.
-func settle(d BGPDesired, node string) BGPDesired {
-	if len(d.Sessions) == 0 {
-		return d
-	}
-	byName := make(map[string]*BGPSession, len(d.Sessions))
-	for i := range d.Sessions {
-		byName[d.Sessions[i].Name] = &d.Sessions[i]
-	}
-	routes := d.Routes[:0:0]
-	changed := false
-	for _, r := range d.Routes {
-		peers := r.Peers[:0:0]
-		for _, name := range r.Peers {
-			s := byName[name]
-			if s == nil {
-				continue // left out above
-			}
-			if !s.nextHopFor(r.Prefix) {
-				d.Left = append(d.Left, BGPIssue{Reason: NoNextHop, Peer: name, Node: node, Prefix: r.Prefix})
-				continue
-			}
-			peers = append(peers, name)
-		}
-		if len(peers) == len(r.Peers) {
-			routes = append(routes, r)
-			continue
-		}
-		changed = true
-		if len(peers) > 0 {
-			r.Peers = peers
-			routes = append(routes, r)
-		}
-	}
-	if changed {
-		d.Routes = routes
-	}
-	slices.SortFunc(d.Left, cmpIssue)
-	return d
-}
-
-// nextHopFor reports whether the session can carry a route of prefix's
-// family: its own address is of that family (the session's local address
-// is the next hop), or the node has an address of it.
-func (s *BGPSession) nextHopFor(prefix netip.Prefix) bool {
-	if prefix.Addr().Is4() == s.PeerAddress.Unmap().Is4() {
-		return true
-	}
-	if prefix.Addr().Is4() {
-		return s.NextHopV4.IsValid()
-	}
-	return s.NextHopV6.IsValid()
-}
-
 // attributes merges the communities, localPref and AS-path prepends of the
 // advertisements in set (ascending, distinct) for an iBGP or an eBGP peer:
 // the union of the communities, the largest localPref and prepend.
-func (p *bgpPlan) attributes(set []int32, ibgp bool) *BGPRoute {
-	r := &BGPRoute{}
+func (p *bgpPlan) attributes(set []int32, ibgp bool) *bgpRoute {
+	r := &bgpRoute{}
 	if len(set) == 1 {
 		a := &p.advs[set[0]]
 		r.Communities, r.LargeCommunities, r.LocalPref, r.ASPathPrepend = a.std, a.large, a.localPref, a.prepend
@@ -1384,7 +1447,7 @@ func (p *bgpPlan) servicesUnder(i, ai int32) []string {
 	return per[slices.Index(p.addrs[i].advs, ai)]
 }
 
-func sameAttributes(a, b *BGPRoute) bool {
+func sameAttributes(a, b *bgpRoute) bool {
 	return a.LocalPref == b.LocalPref && a.ASPathPrepend == b.ASPathPrepend && slices.Equal(a.Communities, b.Communities) &&
 		slices.Equal(a.LargeCommunities, b.LargeCommunities) && slices.Equal(a.Services, b.Services)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/herald-lb/herald/announce/bgp/desired"
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/community"
 )
@@ -98,34 +99,30 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 	if self == nil {
 		return d
 	}
+	var node4, node6 netip.Addr // the node's first address of each family
+	for _, a := range self.Addrs {
+		if a = a.Unmap(); a.Is4() && !node4.IsValid() {
+			node4 = a
+		} else if a.Is6() && !node6.IsValid() {
+			node6 = a
+		}
+	}
 	peers := map[string]BGPSession{}
 	for _, p := range cfg.Peers {
 		if !selects(p.NodeSelectors, self.Labels) {
 			continue
 		}
-		s := BGPSession{Name: p.Name, MyASN: p.MyASN, PeerASN: p.PeerASN, PeerAddress: p.Address, PeerPort: p.Port,
-			SourceAddress: p.SourceAddress, RouterID: p.RouterID, HoldTime: p.HoldTime, KeepaliveTime: p.KeepaliveTime,
-			ConnectTime: p.ConnectTime, GracefulRestart: p.GracefulRestart}
+		s := BGPSession{Name: p.Name, RouterID: p.RouterID, Peer: desired.Peer{LocalASN: p.MyASN, ASN: p.PeerASN,
+			Address: p.Address, Port: p.Port, SourceAddress: p.SourceAddress, HoldTime: p.HoldTime,
+			KeepaliveTime: p.KeepaliveTime, ConnectRetry: p.ConnectTime, GracefulRestart: p.GracefulRestart}}
 		if p.EBGPMultiHop && p.MyASN != p.PeerASN {
-			s.EBGPMultihopTTL = 255
-		}
-		for _, a := range self.Addrs {
-			if a = a.Unmap(); a.Is4() && !s.NextHopV4.IsValid() {
-				s.NextHopV4 = a
-			} else if a.Is6() && !s.NextHopV6.IsValid() {
-				s.NextHopV6 = a
-			}
+			s.Peer.EBGPMultihopTTL = 255
 		}
 		if p.PasswordSecret != "" {
 			s.PasswordSecret = SecretRef{p.PasswordSecret, "password"}
 		}
 		if !s.RouterID.IsValid() {
-			for _, a := range self.Addrs {
-				if a.Unmap().Is4() {
-					s.RouterID = a.Unmap()
-					break
-				}
-			}
+			s.RouterID = node4
 		}
 		if s.RouterID.IsValid() {
 			peers[p.Name] = s
@@ -133,7 +130,8 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 		}
 	}
 	slices.SortFunc(d.Sessions, func(a, b BGPSession) int { return strings.Compare(a.Name, b.Name) })
-	// One router ID per node: its first session's.
+	// One router ID per node: its first session's; then one session per
+	// router address: the first (by name).
 	d.Sessions = slices.DeleteFunc(d.Sessions, func(s BGPSession) bool {
 		if s.RouterID != d.Sessions[0].RouterID {
 			d.Left = append(d.Left, BGPIssue{Reason: RouterIDConflict, Peer: s.Name, Node: name, Addr: s.RouterID})
@@ -141,6 +139,18 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 		}
 		return false
 	})
+	routers := map[netip.Addr]bool{}
+	d.Sessions = slices.DeleteFunc(d.Sessions, func(s BGPSession) bool {
+		if routers[s.Peer.Address] {
+			d.Left = append(d.Left, BGPIssue{Reason: PeerAddressInUse, Peer: s.Name, Node: name, Addr: s.Peer.Address})
+			return true
+		}
+		routers[s.Peer.Address] = true
+		return false
+	})
+	if len(d.Sessions) > 0 {
+		d.Global = desired.Global{RouterID: d.Sessions[0].RouterID, ASN: d.Sessions[0].Peer.LocalASN}
+	}
 	for name := range peers {
 		if !slices.ContainsFunc(d.Sessions, func(s BGPSession) bool { return s.Name == name }) {
 			delete(peers, name)
@@ -192,6 +202,29 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 				}
 			}
 			if !ok || len(wanting) == 0 {
+				continue
+			}
+			// The node advertises a only when a session of one of the
+			// advertisements that apply can carry its family (the session's
+			// own, or the node has an address of it); then every session
+			// of them gets a route, and those that cannot carry it are
+			// NoNextHop below.
+			carries := false
+			for _, adv := range cfg.BGPAdvertisements {
+				if !slices.Contains(adv.Pools, pool.Name) || !selects(adv.NodeSelectors, self.Labels) ||
+					!slices.ContainsFunc(wanting, func(t Service) bool { return selects(adv.ServiceSelectors, t.Labels) }) {
+					continue
+				}
+				for pn, sess := range peers {
+					if len(adv.Peers) > 0 && !slices.Contains(adv.Peers, pn) {
+						continue
+					}
+					if a.Is4() == sess.Peer.Address.Is4() || a.Is4() && node4.IsValid() || a.Is6() && node6.IsValid() {
+						carries = true
+					}
+				}
+			}
+			if !carries {
 				continue
 			}
 			for _, adv := range cfg.BGPAdvertisements {
@@ -263,32 +296,50 @@ func referenceBGP(in Inputs, name string) BGPDesired {
 		}
 		return strings.Compare(a.peer, b.peer)
 	})
+	// Each (prefix, session) is one route of the session, its next hop the
+	// node's first address of the prefix's family; else, for the session's
+	// own family, its source address or its local address (zero); else
+	// there is none to give (NoNextHop).
 	for _, k := range keys {
 		at := acc[k]
-		r := BGPRoute{Prefix: k.prefix, Peers: []string{k.peer}, LocalPref: at.lp,
-			Communities:      toStd(sortedKeys(at.std, numeric)),
-			LargeCommunities: toLarge(sortedKeys(at.large, numeric)),
-			Services:         sortedKeys(at.svcs, strings.Compare)}
-		merged := false
-		for i := range d.Routes {
-			o := &d.Routes[i]
-			if o.Prefix == r.Prefix && o.LocalPref == r.LocalPref && slices.Equal(o.Communities, r.Communities) &&
-				slices.Equal(o.LargeCommunities, r.LargeCommunities) && slices.Equal(o.Services, r.Services) {
-				o.Peers = append(o.Peers, k.peer)
-				merged = true
+		i := slices.IndexFunc(d.Sessions, func(s BGPSession) bool { return s.Name == k.peer })
+		sess := &d.Sessions[i]
+		is4 := k.prefix.Addr().Is4()
+		nh := node6
+		if is4 {
+			nh = node4
+		}
+		if !nh.IsValid() {
+			if is4 != sess.Peer.Address.Is4() {
+				d.Left = append(d.Left, BGPIssue{Reason: NoNextHop, Peer: k.peer, Node: name, Prefix: k.prefix})
+				continue
 			}
+			nh = sess.Peer.SourceAddress
 		}
-		if !merged {
-			d.Routes = append(d.Routes, r)
-		}
+		sess.Peer.Routes = append(sess.Peer.Routes, desired.Route{Prefix: k.prefix, NextHop: nh, LocalPref: at.lp,
+			Communities:      toStd(sortedKeys(at.std, numeric)),
+			LargeCommunities: toLarge(sortedKeys(at.large, numeric))})
+		sess.Services = append(sess.Services, sortedKeys(at.svcs, strings.Compare))
 	}
-	// What the node itself cannot carry is settle's (TestBGPNextHop).
-	left := d.Left
-	d.Left = nil
-	d = settle(d, name)
-	d.Left = append(d.Left, left...)
 	slices.SortFunc(d.Left, cmpIssue)
 	return d
+}
+
+// containing is d with only the routes whose prefix contains a.
+func containing(d BGPDesired, a netip.Addr) BGPDesired {
+	out := d
+	out.Sessions = make([]BGPSession, len(d.Sessions))
+	for i, s := range d.Sessions {
+		s.Peer.Routes, s.Services = nil, nil
+		for j, r := range d.Sessions[i].Peer.Routes {
+			if r.Prefix.Contains(a) {
+				s.Peer.Routes = append(s.Peer.Routes, r)
+				s.Services = append(s.Services, d.Sessions[i].Services[j])
+			}
+		}
+		out.Sessions[i] = s
+	}
+	return out
 }
 
 // shuffledBGP is shuffled with the BGP configuration permuted too.
@@ -360,26 +411,32 @@ func TestBGPMatchesReference(t *testing.T) {
 		}
 		for _, n := range allNames(in) {
 			got, want := res.For(n).BGP, referenceBGP(in, n)
-			if !slices.Equal(got.Sessions, want.Sessions) {
-				t.Fatalf("round %d, %s: sessions\n%+v\nwant\n%+v", i, n, got.Sessions, want.Sessions)
+			if !reflect.DeepEqual(sessionsOnly(got.Sessions), sessionsOnly(want.Sessions)) || got.Global != want.Global {
+				t.Fatalf("round %d, %s: sessions\n%+v %+v\nwant\n%+v %+v", i, n, got.Global, got.Sessions, want.Global, want.Sessions)
 			}
 			if g, w := renderRoutes(got), renderRoutes(want); !slices.Equal(g, w) {
 				t.Fatalf("round %d, %s: got\n%q\nwant\n%q\ninputs %+v", i, n, g, w, in)
 			}
+			if g, w := renderNextHops(got), renderNextHops(want); !slices.Equal(g, w) {
+				t.Fatalf("round %d, %s: next hops\n%q\nwant\n%q", i, n, g, w)
+			}
+			if !reflect.DeepEqual(got.Left, want.Left) {
+				t.Fatalf("round %d, %s: left\n%v\nwant\n%v", i, n, got.Left, want.Left)
+			}
 			// BGPForAddress is For with only the routes that carry the address.
 			for _, svc := range in.Services {
 				for _, a := range svc.Addrs {
-					one := res.BGPForAddress(n, a)
-					want := got
-					want.Routes = slices.DeleteFunc(slices.Clone(got.Routes), func(rt BGPRoute) bool { return !rt.Prefix.Contains(a) })
-					if !slices.Equal(one.Sessions, want.Sessions) || !slices.Equal(renderRoutes(one), renderRoutes(want)) {
+					one, want := res.BGPForAddress(n, a), containing(got, a)
+					if !reflect.DeepEqual(sessionsOnly(one.Sessions), sessionsOnly(want.Sessions)) ||
+						!slices.Equal(renderRoutes(one), renderRoutes(want)) || !slices.Equal(renderNextHops(one), renderNextHops(want)) {
 						t.Fatalf("round %d, %s, %s: BGPForAddress\n%q\nwant\n%q", i, n, a, renderRoutes(one), renderRoutes(want))
 					}
 				}
 			}
-			routes += len(got.Routes)
-			for _, rt := range got.Routes {
-				if len(rt.Services) > 1 {
+			lines := grouped(got)
+			routes += len(lines)
+			for _, rt := range lines {
+				if len(rt.services) > 1 {
 					merged++
 				}
 			}

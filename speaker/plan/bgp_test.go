@@ -1,8 +1,11 @@
 package plan
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/herald-lb/herald/announce/bfd"
+	"github.com/herald-lb/herald/announce/bgp/desired"
 	"github.com/herald-lb/herald/config"
 	"github.com/herald-lb/herald/config/community"
 	"github.com/herald-lb/herald/config/v1beta1"
@@ -97,13 +102,18 @@ func bconf(pools []*config.Pool, peers []*config.Peer, advs ...*config.BGPAdvert
 	return &config.Config{Pools: pools, Peers: peers, BGPAdvertisements: advs}
 }
 
-// renderRoutes writes a node's routes one a line:
+// renderRoutes writes a node's routes one a line, the sessions that get a
+// prefix with the same attributes for the same Services on one line (in
+// name order):
 //
 //	10.0.0.0/24 p1,p2 c=65000:100 lc=1:2:3 lp=200 pp=2 d/a,d/b
+//
+// Next hops are renderNextHops'.
 func renderRoutes(d BGPDesired) []string {
 	var out []string
-	for _, r := range d.Routes {
-		s := r.Prefix.String() + " " + strings.Join(r.Peers, ",")
+	for _, g := range grouped(d) {
+		r := g.route
+		s := r.Prefix.String() + " " + strings.Join(g.peers, ",")
 		if len(r.Communities) > 0 {
 			s += " c=" + joinStrings(r.Communities)
 		}
@@ -113,10 +123,79 @@ func renderRoutes(d BGPDesired) []string {
 		if r.LocalPref != 0 {
 			s += fmt.Sprintf(" lp=%d", r.LocalPref)
 		}
-		if r.ASPathPrepend != 0 {
-			s += fmt.Sprintf(" pp=%d", r.ASPathPrepend)
+		if len(r.ASPath) != 0 {
+			s += fmt.Sprintf(" pp=%d", len(r.ASPath))
 		}
-		out = append(out, s+" "+strings.Join(r.Services, ","))
+		out = append(out, s+" "+strings.Join(g.services, ","))
+	}
+	return out
+}
+
+// routeLine is a prefix the sessions peers get with the same attributes
+// (route, next hop and AS path aside) for the same Services.
+type routeLine struct {
+	route    desired.Route
+	peers    []string
+	services []string
+}
+
+// grouped lists d's routes by prefix, then by first session (by name),
+// the sessions with equal attributes on one line.
+func grouped(d BGPDesired) []routeLine {
+	type one struct {
+		route    desired.Route
+		session  int
+		services []string
+	}
+	var all []one
+	for i, s := range d.Sessions {
+		for j, r := range s.Peer.Routes {
+			all = append(all, one{r, i, s.Services[j]})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b one) int {
+		return cmp.Or(cmpPrefix(a.route.Prefix, b.route.Prefix), cmp.Compare(a.session, b.session))
+	})
+	var out []routeLine
+	for _, o := range all {
+		i := slices.IndexFunc(out, func(l routeLine) bool {
+			r := l.route
+			return r.Prefix == o.route.Prefix && r.LocalPref == o.route.LocalPref && len(r.ASPath) == len(o.route.ASPath) &&
+				slices.Equal(r.Communities, o.route.Communities) && slices.Equal(r.LargeCommunities, o.route.LargeCommunities) &&
+				slices.Equal(l.services, o.services)
+		})
+		if i < 0 {
+			out = append(out, routeLine{route: o.route, services: o.services})
+			i = len(out) - 1
+		}
+		out[i].peers = append(out[i].peers, d.Sessions[o.session].Name)
+	}
+	return out
+}
+
+// renderNextHops writes each session's routes' next hops, one a line
+// ("PREFIX PEER NEXTHOP", "local" for the session's local address).
+func renderNextHops(d BGPDesired) []string {
+	var out []string
+	for _, s := range d.Sessions {
+		for _, r := range s.Peer.Routes {
+			nh := "local"
+			if r.NextHop.IsValid() {
+				nh = r.NextHop.String()
+			}
+			out = append(out, r.Prefix.String()+" "+s.Name+" "+nh)
+		}
+	}
+	return out
+}
+
+// sessionsOnly is ss without their routes (renderRoutes' and
+// renderNextHops').
+func sessionsOnly(ss []BGPSession) []BGPSession {
+	out := make([]BGPSession, len(ss))
+	for i, s := range ss {
+		s.Peer.Routes, s.Services = nil, nil
+		out[i] = s
 	}
 	return out
 }
@@ -451,8 +530,8 @@ func TestBGPRules(t *testing.T) {
 			// BGPNodes and BGPNodesByService agree with the nodes' routes.
 			byNode := map[string][]string{}
 			for _, n := range nodes {
-				for _, r := range res.For(n.Name).BGP.Routes {
-					for _, s := range r.Services {
+				for _, r := range grouped(res.For(n.Name).BGP) {
+					for _, s := range r.services {
 						if !slices.Contains(byNode[s], n.Name) {
 							byNode[s] = append(byNode[s], n.Name)
 						}
@@ -465,9 +544,9 @@ func TestBGPRules(t *testing.T) {
 				for _, a := range sv.Addrs {
 					var want []string
 					for _, n := range nodes {
-						for _, r := range res.For(n.Name).BGP.Routes {
-							if r.Prefix.Contains(a) && slices.ContainsFunc(tc.svcs, func(o Service) bool {
-								return slices.Contains(o.Addrs, a) && slices.Contains(r.Services, o.Key)
+						for _, r := range grouped(res.For(n.Name).BGP) {
+							if r.route.Prefix.Contains(a) && slices.ContainsFunc(tc.svcs, func(o Service) bool {
+								return slices.Contains(o.Addrs, a) && slices.Contains(r.services, o.Key)
 							}) && !slices.Contains(want, n.Name) {
 								want = append(want, n.Name)
 							}
@@ -526,44 +605,39 @@ func TestBGPSessions(t *testing.T) {
 	in := Inputs{Config: cfg, Nodes: []Node{unready, v6only, v6first, bnode("dup", "192.168.0.4"), bnode("dup", "192.168.0.5")}}
 	res := Compute(in)
 
-	base := BGPSession{MyASN: 64500, PeerASN: 64500, PeerPort: 179,
-		HoldTime: 90 * time.Second, KeepaliveTime: 30 * time.Second, ConnectTime: 120 * time.Second}
+	base := BGPSession{Peer: desired.Peer{LocalASN: 64500, ASN: 64500, Port: 179,
+		HoldTime: 90 * time.Second, KeepaliveTime: 30 * time.Second, ConnectRetry: 120 * time.Second}}
 	with := func(name, peerAddr, routerID string) BGPSession {
 		s := base
-		s.Name, s.PeerAddress, s.RouterID = name, addr(peerAddr), addr(routerID)
+		s.Name, s.Peer.Address, s.RouterID = name, addr(peerAddr), addr(routerID)
 		return s
 	}
-	wantFull := BGPSession{Name: "full", MyASN: 64500, PeerASN: 64501, PeerAddress: addr("fd00::fe"), PeerPort: 1179,
-		SourceAddress: addr("fd00::1"), RouterID: addr("10.255.0.1"), HoldTime: 3 * time.Second, KeepaliveTime: time.Second,
-		ConnectTime: 5 * time.Second, EBGPMultihopTTL: 255, PasswordSecret: SecretRef{"bgp-auth", "password"}, GracefulRestart: true}
-	nh := func(s BGPSession, v4, v6 string) BGPSession {
-		if v4 != "" {
-			s.NextHopV4 = addr(v4)
-		}
-		if v6 != "" {
-			s.NextHopV6 = addr(v6)
-		}
-		return s
-	}
+	wantFull := BGPSession{Name: "full", RouterID: addr("10.255.0.1"), PasswordSecret: SecretRef{"bgp-auth", "password"},
+		Peer: desired.Peer{LocalASN: 64500, ASN: 64501, Address: addr("fd00::fe"), Port: 1179,
+			SourceAddress: addr("fd00::1"), HoldTime: 3 * time.Second, KeepaliveTime: time.Second,
+			ConnectRetry: 5 * time.Second, EBGPMultihopTTL: 255, GracefulRestart: true}}
 	want := map[string][]BGPSession{
 		// full names its router ID; plain's would be the node's first
 		// IPv4 address (IPv4-mapped or not): one speaker has one router
 		// ID, so plain is left out (RouterIDConflict below).
-		"n1": {nh(wantFull, "192.168.0.1", "fd00::1")},
+		"n1": {wantFull},
 		// No IPv4 address: only the peer that sets its routerID.
-		"n2": {nh(wantFull, "", "fd00::2")},
+		"n2": {wantFull},
 		// Sessions follow the peers' nodeSelectors: full, plain and zoned
 		// select n3; plain and zoned conflict with full's router ID.
-		"n3":    {nh(wantFull, "192.168.0.3", "fd99::3")},
+		"n3":    {wantFull},
 		"dup":   nil,
 		"ghost": nil,
 	}
 	for n, w := range want {
-		if got := res.For(n).BGP.Sessions; !slices.Equal(got, w) {
+		if got := res.For(n).BGP.Sessions; !reflect.DeepEqual(sessionsOnly(got), sessionsOnly(w)) {
 			t.Errorf("%s: got\n%+v\nwant\n%+v", n, got, w)
 		}
 	}
-	if wantFull.IBGP() || !with("plain", "1.2.3.4", "1.2.3.4").IBGP() {
+	if g := res.For("n1").BGP.Global; g != (desired.Global{RouterID: addr("10.255.0.1"), ASN: 64500}) {
+		t.Errorf("n1: global %+v", g)
+	}
+	if plain := with("plain", "1.2.3.4", "1.2.3.4"); wantFull.IBGP() || !plain.IBGP() {
 		t.Errorf("IBGP is wrong")
 	}
 	wantIssues := []string{"NoRouterID peer=plain node=n2", "NoRouterID peer=zoned node=n2",
@@ -602,6 +676,12 @@ func TestBGPRouterID(t *testing.T) {
 		{"the first by name decides, whichever names an ID",
 			[]*config.Peer{withID(bpeer("a", 1, 1, "192.168.0.254"), "10.9.9.9"), bpeer("b", 1, 1, "192.168.0.253")},
 			bnode("n1", "192.168.0.1"), "a=10.9.9.9", []string{"RouterIDConflict peer=b node=n1"}},
+		// Two BGPPeers of one address and other ports (config.Parse allows
+		// it): the node keeps one session per router address, the first.
+		{"a second session to the same router address: left out",
+			[]*config.Peer{bpeer("a", 1, 1, "192.168.0.254"), func() *config.Peer { p := bpeer("b", 1, 1, "192.168.0.254"); p.Port = 1179; return p }(),
+				bpeer("c", 1, 1, "192.168.0.253")},
+			bnode("n1", "192.168.0.1"), "a=192.168.0.1 c=192.168.0.1", []string{"PeerAddressInUse peer=b node=n1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := Compute(Inputs{Config: bconf(nil, tc.peers), Nodes: []Node{tc.node}})
@@ -635,18 +715,26 @@ func TestBGPNextHop(t *testing.T) {
 		Services: []Service{svc("d/a", addrList("10.0.0.1", "fd00::1"), "v4only", "dual")}})
 
 	for _, tc := range []struct {
-		node   string
-		routes []string
-		left   []string
+		node     string
+		routes   []string
+		left     []string
+		nextHops []string
 	}{
-		// r6's own family gives the IPv6 route a next hop; r4 has none
-		// to give from a node without IPv6.
-		{"v4only", []string{"10.0.0.1/32 r4,r6 d/a", "fd00::1/128 r6 d/a"}, []string{"NoNextHop peer=r4 node=v4only prefix=fd00::1/128"}},
-		{"dual", []string{"10.0.0.1/32 r4,r6 d/a", "fd00::1/128 r4,r6 d/a"}, nil},
+		// r6's own family gives the IPv6 route a next hop (the session's
+		// local address); r4 has none to give from a node without IPv6.
+		{"v4only", []string{"10.0.0.1/32 r4,r6 d/a", "fd00::1/128 r6 d/a"}, []string{"NoNextHop peer=r4 node=v4only prefix=fd00::1/128"},
+			[]string{"10.0.0.1/32 r4 192.168.0.1", "10.0.0.1/32 r6 192.168.0.1", "fd00::1/128 r6 local"}},
+		// The node's first address of the route's family, whatever the
+		// session's.
+		{"dual", []string{"10.0.0.1/32 r4,r6 d/a", "fd00::1/128 r4,r6 d/a"}, nil,
+			[]string{"10.0.0.1/32 r4 192.168.0.2", "fd00::1/128 r4 fd01::2", "10.0.0.1/32 r6 192.168.0.2", "fd00::1/128 r6 fd01::2"}},
 	} {
 		d := res.For(tc.node).BGP
 		if got := renderRoutes(d); !slices.Equal(got, tc.routes) {
 			t.Errorf("%s: routes %q, want %q", tc.node, got, tc.routes)
+		}
+		if got := renderNextHops(d); !slices.Equal(got, tc.nextHops) {
+			t.Errorf("%s: next hops %q, want %q", tc.node, got, tc.nextHops)
 		}
 		var left []string
 		for _, i := range d.Left {
@@ -655,6 +743,16 @@ func TestBGPNextHop(t *testing.T) {
 		if !slices.Equal(left, tc.left) {
 			t.Errorf("%s: left %q, want %q", tc.node, left, tc.left)
 		}
+	}
+
+	// A session's source address is the next hop of its own family when
+	// the node has no address of it.
+	src := bpeer("r6", 1, 1, "fd01::fe")
+	src.SourceAddress = addr("fd01::9")
+	res = Compute(Inputs{Config: bconf([]*config.Pool{pool("p", "10.0.0.0/24", "fd00::/120")}, []*config.Peer{src}, badv("a", []string{"p"})),
+		Nodes: []Node{v4only}, Services: []Service{svc("d/a", addrList("10.0.0.1", "fd00::1"), "v4only")}})
+	if got, want := renderNextHops(res.For("v4only").BGP), []string{"10.0.0.1/32 r6 192.168.0.1", "fd00::1/128 r6 fd01::9"}; !slices.Equal(got, want) {
+		t.Errorf("with a source address: next hops %q, want %q", got, want)
 	}
 
 	// With r6 gone, v4only can carry the IPv6 address to nobody: it is
@@ -724,9 +822,13 @@ func TestBGPSessionBFD(t *testing.T) {
 		t.Fatalf("problems: %v", probs)
 	}
 	res := Compute(Inputs{Config: cfg, Nodes: []Node{bnode("n1", "192.168.0.1")}})
-	want := map[string]config.BFDProfile{
-		"a": {Name: "fast", ReceiveInterval: 50 * time.Millisecond, TransmitInterval: 60 * time.Millisecond, DetectMultiplier: 4, PassiveMode: true},
-		"b": {Name: "default", ReceiveInterval: 300 * time.Millisecond, TransmitInterval: 300 * time.Millisecond, DetectMultiplier: 3},
+	type named struct {
+		name    string
+		profile *bfd.Profile
+	}
+	want := map[string]named{
+		"a": {"fast", &bfd.Profile{ReceiveInterval: 50 * time.Millisecond, TransmitInterval: 60 * time.Millisecond, DetectMultiplier: 4, Passive: true}},
+		"b": {"default", &bfd.Profile{ReceiveInterval: 300 * time.Millisecond, TransmitInterval: 300 * time.Millisecond, DetectMultiplier: 3}},
 		"c": {},
 		"d": {},
 	}
@@ -735,9 +837,49 @@ func TestBGPSessionBFD(t *testing.T) {
 		t.Fatalf("sessions: %+v", got)
 	}
 	for _, s := range got {
-		if s.BFD != want[s.Name] {
-			t.Errorf("session %s: BFD %+v, want %+v", s.Name, s.BFD, want[s.Name])
+		if w := want[s.Name]; s.BFDProfile != w.name || !reflect.DeepEqual(s.Peer.BFD, w.profile) {
+			t.Errorf("session %s: BFD %q %+v, want %q %+v", s.Name, s.BFDProfile, s.Peer.BFD, w.name, w.profile)
 		}
+	}
+}
+
+// TestBGPDesiredPasswords: Desired gives the session manager the node's
+// sessions with the passwords read; a session whose password cannot be read
+// is left out, naming where it was to come from, and the others stay.
+func TestBGPDesiredPasswords(t *testing.T) {
+	sess := func(name, peer, secret string) BGPSession {
+		s := BGPSession{Name: name, Peer: desired.Peer{Address: addr(peer), ASN: 64501, LocalASN: 64500,
+			Routes: []desired.Route{{Prefix: netip.MustParsePrefix("192.0.2.10/32")}}}}
+		if secret != "" {
+			s.PasswordSecret = SecretRef{Name: secret, Key: "password"}
+		}
+		return s
+	}
+	d := BGPDesired{Global: desired.Global{RouterID: addr("10.0.0.11"), ASN: 64500},
+		Sessions: []BGPSession{sess("a", "10.0.0.1", "good"), sess("b", "10.0.0.2", "gone"), sess("c", "10.0.0.3", "")}}
+	var asked []string
+	want, names, left := d.Desired(func(s *BGPSession) (string, error) {
+		asked = append(asked, s.Name)
+		if s.PasswordSecret.Name == "good" {
+			return "s3cret", nil
+		}
+		return "", errors.New(`secrets "` + s.PasswordSecret.Name + `" not found`)
+	})
+	if want.Global != d.Global || len(want.Peers) != 2 || want.Peers[0].Password != "s3cret" || want.Peers[1].Password != "" ||
+		want.Peers[1].Address != addr("10.0.0.3") || len(want.Peers[0].Routes) != 1 {
+		t.Errorf("state %+v", want)
+	}
+	if !slices.Equal(asked, []string{"a", "b"}) {
+		t.Errorf("passwords asked for %v, want a and b", asked)
+	}
+	if len(names) != 2 || names[addr("10.0.0.1")].Name != "a" || names[addr("10.0.0.3")].Name != "c" {
+		t.Errorf("names %v", names)
+	}
+	if len(left) != 1 || left[0].Error() != `bgp peer b: password (Secret gone): secrets "gone" not found; session left out` {
+		t.Errorf("left %v", left)
+	}
+	if d.Sessions[0].Peer.Password != "" {
+		t.Error("Desired wrote the password into the plan")
 	}
 }
 

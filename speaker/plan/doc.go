@@ -158,12 +158,19 @@
 // IPv4 address has no session with a peer that sets no routerID (issue
 // NoRouterID). A node has one router ID, its first session's (by name): a
 // session that would resolve another is left out on that node (issue
-// RouterIDConflict, in the node's BGPDesired.Left too). Each session carries
-// the node's next hops (its first address of each family) and the multihop
-// TTL (255 for an eBGP peer with ebgpMultiHop); a route of one family goes
-// to a session of the other only from a node with an address of the route's
-// family (else NoNextHop in Left, and the node does not count among the
-// address's advertisers). The password is carried as a
+// RouterIDConflict, in the node's BGPDesired.Left too), and one session per
+// router address: a later session (by name) to the address of a kept one,
+// two BGPPeers of one address and other ports, is left out on that node
+// (PeerAddressInUse). Each session is the session manager's peer
+// (announce/bgp.Peer) with the multihop TTL (255 for an eBGP peer with
+// ebgpMultiHop) and its routes resolved: each route's next hop is the
+// node's first address of the route's family, else (for the session's own
+// family) its source address or the session's local address; a route of one
+// family goes to a session of the other only from a node with an address of
+// the route's family (else NoNextHop in Left, and the node does not count
+// among the address's advertisers); its AS path is the session's local AS
+// as many times as asPathPrepend says. The session manager applies no rule
+// of its own: it sends what the plan says. The password is carried as a
 // reference, Secret name and key "password" ([SecretRef]), not as a value:
 // Inputs hold no Secret data, so a plan can be logged and diffed freely, and
 // the speaker, which watches the Secret, must re-create the session when the
@@ -223,8 +230,8 @@
 // its communities and localPref go only with the Services it selects. Different aggregation lengths give different prefixes,
 // each with its own attributes (a /32 with localPref and no-advertise beside
 // the /24 for transit, as in MetalLB's example). Peers of N that end up with
-// equal attributes for a prefix share one [BGPRoute]; a prefix can appear in
-// several routes with disjoint peers.
+// equal attributes for a prefix share one merge (the planner computes it
+// once); each session gets its own copy of the route, with its next hop.
 //
 // localPref is sent to iBGP peers only (myASN equal to peerASN); towards an
 // eBGP peer the route carries none, and the planner reports issue

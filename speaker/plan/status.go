@@ -109,26 +109,22 @@ type BGPStatus struct {
 func (d BGPDesired) Statuses(kept map[string]bool) []BGPStatus {
 	var out []BGPStatus
 	at := map[string]int{} // Service -> index in out
-	var peers []string
-	for _, r := range d.Routes {
-		peers = peers[:0]
-		for _, p := range r.Peers {
-			if kept[p] {
-				peers = append(peers, p)
-			}
-		}
-		if len(peers) == 0 {
+	for i := range d.Sessions {
+		se := &d.Sessions[i]
+		if !kept[se.Name] {
 			continue
 		}
-		for _, key := range r.Services {
-			i, ok := at[key]
-			if !ok {
-				i = len(out)
-				at[key] = i
-				out = append(out, BGPStatus{Service: key})
+		for j, r := range se.Peer.Routes {
+			for _, key := range se.Services[j] {
+				k, ok := at[key]
+				if !ok {
+					k = len(out)
+					at[key] = k
+					out = append(out, BGPStatus{Service: key})
+				}
+				out[k].Peers = append(out[k].Peers, se.Name)
+				out[k].Prefixes = append(out[k].Prefixes, r.Prefix)
 			}
-			out[i].Peers = append(out[i].Peers, peers...)
-			out[i].Prefixes = append(out[i].Prefixes, r.Prefix)
 		}
 	}
 	for i := range out {

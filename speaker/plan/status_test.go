@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/herald-lb/herald/announce/bgp/desired"
 	"github.com/herald-lb/herald/config"
 )
 
@@ -143,11 +144,11 @@ func TestStatusesOwnMemory(t *testing.T) {
 	if res.L2[0].Interfaces[0] != "eth1" || res.L2[0].Addr != addr("10.0.0.1") {
 		t.Errorf("an L2Status shares memory with the plan: %+v", res.L2[0])
 	}
-	d := BGPDesired{Routes: []BGPRoute{{Prefix: netip.MustParsePrefix("10.0.0.1/32"), Peers: []string{"a"}, Services: []string{"d/a"}}}}
+	d := sessionsFor([]tableRoute{{Prefix: netip.MustParsePrefix("10.0.0.1/32"), Peers: []string{"a"}, Services: []string{"d/a"}}})
 	bgp := d.Statuses(map[string]bool{"a": true})
 	bgp[0].Peers[0], bgp[0].Prefixes[0] = "changed", netip.MustParsePrefix("10.9.9.9/32")
-	if r := d.Routes[0]; r.Peers[0] != "a" || r.Prefix != netip.MustParsePrefix("10.0.0.1/32") {
-		t.Errorf("a BGPStatus shares memory with the plan: %+v", r)
+	if s := d.Sessions[0]; s.Name != "a" || s.Peer.Routes[0].Prefix != netip.MustParsePrefix("10.0.0.1/32") {
+		t.Errorf("a BGPStatus shares memory with the plan: %+v", s)
 	}
 }
 
@@ -155,13 +156,13 @@ func TestStatusesOwnMemory(t *testing.T) {
 // routes and the sessions it keeps.
 func TestBGPStatusRules(t *testing.T) {
 	pfx := netip.MustParsePrefix
-	route := func(prefix string, peers []string, svcs ...string) BGPRoute {
-		return BGPRoute{Prefix: pfx(prefix), Peers: peers, Services: svcs}
+	route := func(prefix string, peers []string, svcs ...string) tableRoute {
+		return tableRoute{Prefix: pfx(prefix), Peers: peers, Services: svcs}
 	}
 	ab, a, b, gone := []string{"a", "b"}, []string{"a"}, []string{"b"}, []string{"gone"}
 	tests := []struct {
 		name   string
-		routes []BGPRoute
+		routes []tableRoute
 		kept   map[string]bool
 		want   []string
 	}{{
@@ -170,17 +171,17 @@ func TestBGPStatusRules(t *testing.T) {
 		routes: nil,
 	}, {
 		name:   "a route carrying two Services: an object each",
-		routes: []BGPRoute{route("10.0.0.1/32", ab, "d/x", "d/y")},
+		routes: []tableRoute{route("10.0.0.1/32", ab, "d/x", "d/y")},
 		kept:   map[string]bool{"a": true, "b": true},
 		want:   []string{"d/x a,b 10.0.0.1/32", "d/y a,b 10.0.0.1/32"},
 	}, {
 		name:   "one prefix to two peers with different attributes: the peers joined, the prefix once",
-		routes: []BGPRoute{route("10.0.0.1/32", a, "d/x"), route("10.0.0.1/32", b, "d/x")},
+		routes: []tableRoute{route("10.0.0.1/32", a, "d/x"), route("10.0.0.1/32", b, "d/x")},
 		kept:   map[string]bool{"a": true, "b": true},
 		want:   []string{"d/x a,b 10.0.0.1/32"},
 	}, {
 		name: "an aggregate and a host route: both prefixes, by address then length",
-		routes: []BGPRoute{
+		routes: []tableRoute{
 			route("9.0.0.0/8", a, "d/x"),
 			route("10.0.0.0/24", a, "d/x", "d/y"),
 			route("10.0.0.1/32", b, "d/x"),
@@ -190,7 +191,7 @@ func TestBGPStatusRules(t *testing.T) {
 		want: []string{"d/x a,b 9.0.0.0/8,10.0.0.0/24,10.0.0.1/32,fd00::1/128", "d/y a 10.0.0.0/24"},
 	}, {
 		name: "routes in any order: peers and prefixes sorted all the same",
-		routes: []BGPRoute{
+		routes: []tableRoute{
 			route("fd00::1/128", b, "d/x"),
 			route("10.0.0.1/32", a, "d/x"),
 			route("10.0.0.0/24", b, "d/x"),
@@ -200,27 +201,27 @@ func TestBGPStatusRules(t *testing.T) {
 		want: []string{"d/x a,b 10.0.0.0/24,10.0.0.1/32,fd00::1/128"},
 	}, {
 		name:   "a peer the node does not keep is in no object; a route to none of its kept peers makes none",
-		routes: []BGPRoute{route("10.0.0.1/32", []string{"a", "gone"}, "d/x"), route("10.0.0.2/32", gone, "d/x", "d/z")},
+		routes: []tableRoute{route("10.0.0.1/32", []string{"a", "gone"}, "d/x"), route("10.0.0.2/32", gone, "d/x", "d/z")},
 		kept:   map[string]bool{"a": true, "b": true},
 		want:   []string{"d/x a 10.0.0.1/32"},
 	}, {
 		name:   "no session kept: no object",
-		routes: []BGPRoute{route("10.0.0.1/32", ab, "d/x")},
+		routes: []tableRoute{route("10.0.0.1/32", ab, "d/x")},
 		kept:   nil,
 	}, {
 		name:   "objects sorted by Service",
-		routes: []BGPRoute{route("10.0.0.1/32", a, "z/a"), route("10.0.0.2/32", a, "a/z")},
+		routes: []tableRoute{route("10.0.0.1/32", a, "z/a"), route("10.0.0.2/32", a, "a/z")},
 		kept:   map[string]bool{"a": true},
 		want:   []string{"a/z a 10.0.0.2/32", "z/a a 10.0.0.1/32"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := BGPDesired{Routes: tt.routes}
-			before := fmt.Sprint(d.Routes)
+			d := sessionsFor(tt.routes)
+			before := fmt.Sprint(d.Sessions)
 			if got := renderBGPStatuses(d.Statuses(tt.kept)); !slices.Equal(got, tt.want) {
 				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
 			}
-			if after := fmt.Sprint(d.Routes); after != before {
+			if after := fmt.Sprint(d.Sessions); after != before {
 				t.Errorf("Statuses changed the routes:\n%s\nwas\n%s", after, before)
 			}
 		})
@@ -249,6 +250,34 @@ func TestBGPStatusPerNode(t *testing.T) {
 			t.Errorf("%s writes\n%q\nwant\n%q", n, got, want[n])
 		}
 	}
+}
+
+// tableRoute is a route as the tables write it: a prefix to Peers, for
+// Services.
+type tableRoute struct {
+	Prefix   netip.Prefix
+	Peers    []string
+	Services []string
+}
+
+// sessionsFor is a node's part with the routes: a session per peer named,
+// sorted by name, each with its routes in the order given.
+func sessionsFor(routes []tableRoute) BGPDesired {
+	var d BGPDesired
+	for _, r := range routes {
+		for _, name := range r.Peers {
+			i := slices.IndexFunc(d.Sessions, func(s BGPSession) bool { return s.Name == name })
+			if i < 0 {
+				i = len(d.Sessions)
+				d.Sessions = append(d.Sessions, BGPSession{Name: name})
+			}
+			s := &d.Sessions[i]
+			s.Peer.Routes = append(s.Peer.Routes, desired.Route{Prefix: r.Prefix})
+			s.Services = append(s.Services, r.Services)
+		}
+	}
+	slices.SortFunc(d.Sessions, func(a, b BGPSession) int { return strings.Compare(a.Name, b.Name) })
+	return d
 }
 
 func keepAll(d BGPDesired) map[string]bool {
@@ -348,12 +377,12 @@ func TestBGPStatusMatchesRoutes(t *testing.T) {
 			}
 			got := d.Statuses(kept)
 			want := map[string]*BGPStatus{}
-			for _, rt := range d.Routes {
-				for _, p := range rt.Peers {
+			for _, rt := range grouped(d) {
+				for _, p := range rt.peers {
 					if !kept[p] {
 						continue
 					}
-					for _, key := range rt.Services {
+					for _, key := range rt.services {
 						s := want[key]
 						if s == nil {
 							s = &BGPStatus{Service: key}
@@ -362,8 +391,8 @@ func TestBGPStatusMatchesRoutes(t *testing.T) {
 						if !slices.Contains(s.Peers, p) {
 							s.Peers = append(s.Peers, p)
 						}
-						if !slices.Contains(s.Prefixes, rt.Prefix) {
-							s.Prefixes = append(s.Prefixes, rt.Prefix)
+						if !slices.Contains(s.Prefixes, rt.route.Prefix) {
+							s.Prefixes = append(s.Prefixes, rt.route.Prefix)
 						}
 					}
 				}
