@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/herald-lb/herald/announce/bfd"
 	"github.com/herald-lb/herald/announce/bgp"
@@ -120,30 +119,7 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	if o.NodeName == "" {
 		return nil, errors.New("the node name is required (--node-name or NODE_NAME)")
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Registerer == nil {
-		o.Registerer = ctrlmetrics.Registry
-	}
-	if o.SecretWait == 0 {
-		o.SecretWait = time.Minute
-	}
-	if o.ReporterSettle == 0 {
-		o.ReporterSettle = 10 * time.Second
-	}
-	if o.JoinWait == 0 {
-		o.JoinWait = 5 * time.Second
-	}
-	if o.LeaveTimeout == 0 {
-		o.LeaveTimeout = time.Second
-	}
-	if o.BGPCloseTimeout == 0 {
-		o.BGPCloseTimeout = 2 * time.Second
-	}
-	if o.MemberlistPort == 0 {
-		o.MemberlistPort = members.DefaultPort
-	}
+	o = withDefaults(o)
 	log := o.Logger.With("node", o.NodeName)
 	cfg := rest.CopyConfig(restCfg)
 	if o.KubeAPIQPS != 0 {
@@ -152,19 +128,9 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	if o.KubeAPIBurst != 0 {
 		cfg.Burst = o.KubeAPIBurst
 	}
-	var metricsCert func() *tls.Certificate
-	if o.MetricsCertDir != "" {
-		metricsCert = metricsserve.Files(o.MetricsCertDir, time.Second, log)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 configobjs.Scheme(),
-		Logger:                 logr.FromSlogHandler(log.Handler()),
-		Metrics:                metricsserve.Options(o.MetricsAddr, o.MetricsSecure, metricsCert),
-		HealthProbeBindAddress: o.ProbeAddr,
-		Cache:                  cacheOptions(o),
-	})
+	mgr, err := newManager(cfg, o, log)
 	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
+		return nil, err
 	}
 	a := &Agent{
 		o:           o,
@@ -178,33 +144,12 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 	}
 	reader := mgr.GetAPIReader()
 	a.reader = reader
-	cs, err := kubernetes.NewForConfig(cfg)
+	if err := a.watchKeySecret(cfg); err != nil {
+		return nil, err
+	}
+	bind, err := memberlistBind(ctx, reader, o)
 	if err != nil {
-		return nil, fmt.Errorf("creating a client: %w", err)
-	}
-	a.keySecret = newNamedSecret(cs, o.Namespace, o.MemberlistSecret)
-	if err := mgr.Add(a.keySecret); err != nil {
 		return nil, err
-	}
-	// A changed key re-plans, and the plan hands it to memberlist (followKey).
-	if _, err := a.keySecret.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { a.trigger() },
-		UpdateFunc: func(any, any) { a.trigger() },
-	}); err != nil {
-		return nil, err
-	}
-
-	bind := o.MemberlistBindAddr
-	if !bind.IsValid() {
-		var n corev1.Node
-		if err := reader.Get(ctx, types.NamespacedName{Name: o.NodeName}, &n); err != nil {
-			return nil, fmt.Errorf("reading node %s for its address: %w", o.NodeName, err)
-		}
-		ip, ok := nodeaddr.FirstOfAny(&n, corev1.NodeInternalIP)
-		if !ok {
-			return nil, fmt.Errorf("node %s has no InternalIP: set --memberlist-bind-address", o.NodeName)
-		}
-		bind = ip
 	}
 	if o.NLLBStateFile != "" {
 		if err := addNLLBFeed(mgr, cfg, o, bind, o.Registerer, log); err != nil {
@@ -231,16 +176,7 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 		return nil, err
 	}
 	a.ml = ml
-	a.ann = o.Announcer
-	if a.ann == nil {
-		a.ann = NewL2Announcer(log.With("component", "l2"), o.ExcludeInterfaces)
-	}
-	a.bgp, a.bfd = o.BGP, o.BFD
-	if a.bgp == nil {
-		bm := bfd.New(bfd.Options{Logger: log})
-		a.bfd, a.bfdClose = bm, bm.Close
-		a.bgp = bgp.New(bgp.Options{Logger: log.With("component", "bgp"), BFD: bm})
-	}
+	a.newAnnouncers()
 	a.met = newMetrics(o.Registerer, a.ann, ml, a.bgpSessions)
 	o.Registerer.MustRegister(newBFDCollector(a.bfd, a.bgpPeerNames))
 	fail := func(err error) (*Agent, error) {
@@ -252,8 +188,92 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 		_ = ml.Shutdown()
 		return nil, err
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	if err := a.addRunnables(); err != nil {
 		return fail(err)
+	}
+	log.Info("speaker ready to start", "memberlist", ml.Addr().String(), "encrypted", key != nil,
+		"profile", o.Profile, "namespace", o.Namespace, "onlyClass", o.OnlyClass)
+	return a, nil
+}
+
+// watchKeySecret watches the memberlist key's Secret (the one Secret the
+// speaker reads, by name): a changed key re-plans, and the plan hands it to
+// memberlist (followKey).
+func (a *Agent) watchKeySecret(cfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating a client: %w", err)
+	}
+	a.keySecret = newNamedSecret(cs, a.o.Namespace, a.o.MemberlistSecret)
+	if err := a.mgr.Add(a.keySecret); err != nil {
+		return err
+	}
+	_, err = a.keySecret.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.trigger() },
+		UpdateFunc: func(any, any) { a.trigger() },
+	})
+	return err
+}
+
+// newManager is the speaker's controller-runtime manager: its scheme,
+// logger, metrics and probe servers, and what it caches (cacheOptions).
+func newManager(cfg *rest.Config, o Options, log *slog.Logger) (manager.Manager, error) {
+	var metricsCert func() *tls.Certificate
+	if o.MetricsCertDir != "" {
+		metricsCert = metricsserve.Files(o.MetricsCertDir, time.Second, log)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 configobjs.Scheme(),
+		Logger:                 logr.FromSlogHandler(log.Handler()),
+		Metrics:                metricsserve.Options(o.MetricsAddr, o.MetricsSecure, metricsCert),
+		HealthProbeBindAddress: o.ProbeAddr,
+		Cache:                  cacheOptions(o),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// memberlistBind is the address memberlist binds to: the one set, else the
+// node's InternalIP.
+func memberlistBind(ctx context.Context, reader client.Reader, o Options) (netip.Addr, error) {
+	if o.MemberlistBindAddr.IsValid() {
+		return o.MemberlistBindAddr, nil
+	}
+	var n corev1.Node
+	if err := reader.Get(ctx, types.NamespacedName{Name: o.NodeName}, &n); err != nil {
+		return netip.Addr{}, fmt.Errorf("reading node %s for its address: %w", o.NodeName, err)
+	}
+	ip, ok := nodeaddr.FirstOfAny(&n, corev1.NodeInternalIP)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("node %s has no InternalIP: set --memberlist-bind-address", o.NodeName)
+	}
+	return ip, nil
+}
+
+// newAnnouncers sets the agent's layer 2 announcer and BGP and BFD
+// managers: those of the options (tests), else the node's own.
+func (a *Agent) newAnnouncers() {
+	a.ann = a.o.Announcer
+	if a.ann == nil {
+		a.ann = NewL2Announcer(a.log.With("component", "l2"), a.o.ExcludeInterfaces)
+	}
+	a.bgp, a.bfd = a.o.BGP, a.o.BFD
+	if a.bgp == nil {
+		bm := bfd.New(bfd.Options{Logger: a.log})
+		a.bfd, a.bfdClose = bm, bm.Close
+		a.bgp = bgp.New(bgp.Options{Logger: a.log.With("component", "bgp"), BFD: bm})
+	}
+}
+
+// addRunnables adds the health and readiness checks and the speaker's
+// workers to its manager: the status writers, the sync loop, and the BGP
+// and BFD watchers.
+func (a *Agent) addRunnables() error {
+	mgr := a.mgr
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
 	}
 	if err := mgr.AddReadyzCheck("planned", func(*http.Request) error {
 		if !a.ready.Load() {
@@ -261,28 +281,18 @@ func New(ctx context.Context, restCfg *rest.Config, o Options) (*Agent, error) {
 		}
 		return nil
 	}); err != nil {
-		return fail(err)
+		return err
 	}
-	if err := mgr.Add(manager.RunnableFunc(a.writeStatuses)); err != nil {
-		return fail(err)
-	}
-	if err := mgr.Add(manager.RunnableFunc(a.writeSpeakerStatus)); err != nil {
-		return fail(err)
-	}
-	if err := mgr.Add(manager.RunnableFunc(a.loop)); err != nil {
-		return fail(err)
-	}
-	if err := mgr.Add(manager.RunnableFunc(a.watchBGP)); err != nil {
-		return fail(err)
-	}
+	workers := []func(context.Context) error{a.writeStatuses, a.writeSpeakerStatus, a.loop, a.watchBGP}
 	if a.bfd != nil {
-		if err := mgr.Add(manager.RunnableFunc(a.watchBFD)); err != nil {
-			return fail(err)
+		workers = append(workers, a.watchBFD)
+	}
+	for _, w := range workers {
+		if err := mgr.Add(manager.RunnableFunc(w)); err != nil {
+			return err
 		}
 	}
-	log.Info("speaker ready to start", "memberlist", ml.Addr().String(), "encrypted", key != nil,
-		"profile", o.Profile, "namespace", o.Namespace, "onlyClass", o.OnlyClass)
-	return a, nil
+	return nil
 }
 
 // cacheOptions are what the speaker caches: the status objects (of

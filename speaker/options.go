@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/speaker/members"
@@ -120,4 +121,35 @@ func DefaultOptions() Options {
 		KubeAPIBurst:       40,
 		AnnouncedCondition: true,
 	}
+}
+
+// withDefaults fills in the fields that the flags do not set (tests and
+// embedders leave them zero) with their defaults: the one place of the
+// speaker's defaults beside DefaultOptions, the flags'.
+func withDefaults(o Options) Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Registerer == nil {
+		o.Registerer = ctrlmetrics.Registry
+	}
+	if o.SecretWait == 0 {
+		o.SecretWait = time.Minute
+	}
+	if o.ReporterSettle == 0 {
+		o.ReporterSettle = 10 * time.Second
+	}
+	if o.JoinWait == 0 {
+		o.JoinWait = 5 * time.Second
+	}
+	if o.LeaveTimeout == 0 {
+		o.LeaveTimeout = time.Second
+	}
+	if o.BGPCloseTimeout == 0 {
+		o.BGPCloseTimeout = 2 * time.Second
+	}
+	if o.MemberlistPort == 0 {
+		o.MemberlistPort = members.DefaultPort
+	}
+	return o
 }

@@ -157,166 +157,37 @@ func FilterFamilies(addrs []netip.Addr, families []corev1.IPFamily) []netip.Addr
 // Build returns the DaemonSet for svc, or nil and the problems that keep it
 // from being built (the controller then keeps what exists and reports them).
 func Build(svc *corev1.Service, opts Options) (*appsv1.DaemonSet, []Problem) {
-	var problems []Problem
-	bad := func(field, value, reason string) {
-		problems = append(problems, Problem{Field: field, Value: value, Reason: reason})
-	}
-	if opts.Namespace == "" {
-		bad("options.namespace", "", "the ServiceLB namespace is not set")
-	}
-	if opts.Image == "" {
-		bad("options.image", "", "the Herald image is not set")
-	}
-	if svc.UID == "" {
-		bad("metadata.uid", "", "the Service has no UID (the DaemonSet's name and selector need it)")
-	}
 	families := ServiceFamilies(svc)
-	if len(families) == 0 {
-		bad("spec.ipFamilies", "", "the Service has no IP family (no ClusterIP)")
-	}
-	if len(svc.Spec.Ports) == 0 {
-		bad("spec.ports", "", "the Service has no port")
-	}
+	problems := checkBuild(svc, opts, families)
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
-
-	// Destinations.
 	var clusterIPs []netip.Addr
 	if !local {
-		var parsed []netip.Addr
-		ips := svc.Spec.ClusterIPs
-		if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-			ips = []string{svc.Spec.ClusterIP}
-		}
-		for _, s := range ips {
-			if a, err := netip.ParseAddr(s); err == nil {
-				parsed = append(parsed, a)
-			}
-		}
-		clusterIPs = FilterFamilies(parsed, families)
-		if len(clusterIPs) == 0 && len(families) > 0 {
-			bad("spec.clusterIPs", strings.Join(ips, ","), "externalTrafficPolicy Cluster needs a ClusterIP of the Service's families to forward to")
-		}
+		var p []Problem
+		clusterIPs, p = clusterDestinations(svc, families)
+		problems = append(problems, p...)
 	}
-
-	// Source ranges.
 	srcRanges, rp := sourceRanges(svc, families)
 	problems = append(problems, rp...)
-
-	// Probe ports: one per container, never a Service port.
-	base := opts.ProbePortBase
-	if base <= 0 {
-		base = DefaultProbePortBase
-	}
-	servicePorts := map[int32]bool{}
-	for _, p := range svc.Spec.Ports {
-		servicePorts[p.Port] = true
-	}
-	nextProbe := int32(base)
-	probePort := func() int32 {
-		for servicePorts[nextProbe] {
-			nextProbe++
-		}
-		p := nextProbe
-		nextProbe++
-		return p
-	}
-
+	fw := forwarderSpec{image: opts.Image, pullPolicy: opts.ImagePullPolicy, local: local, srcRanges: srcRanges,
+		clusterIPs: clusterIPs, families: families, probe: newProbePorts(svc, opts.ProbePortBase)}
 	var containers []corev1.Container
 	for i, p := range svc.Spec.Ports {
-		field := fmt.Sprintf("spec.ports[%d]", i)
-		proto := p.Protocol
-		if proto == "" {
-			proto = corev1.ProtocolTCP
-		}
-		if proto != corev1.ProtocolTCP && proto != corev1.ProtocolUDP {
-			bad(field+".protocol", string(proto), "herald svclb forwards only TCP and UDP")
+		c, bad := fw.container(fmt.Sprintf("spec.ports[%d]", i), p, opts.Ports)
+		if bad != nil {
+			problems = append(problems, *bad)
 			continue
 		}
-		if why := opts.Ports.Refusal(string(proto), p.Port); why != "" {
-			problems = append(problems, Problem{Field: field + ".port", Value: strconv.Itoa(int(p.Port)), Denied: true, Reason: why})
-			continue
-		}
-		destPort := p.Port
-		if local {
-			destPort = p.NodePort
-			if destPort == 0 {
-				bad(field+".nodePort", "", "externalTrafficPolicy Local forwards to the NodePort, and the port has none (allocateLoadBalancerNodePorts: false?)")
-				continue
-			}
-		}
-		name := fmt.Sprintf("lb-%s-%d", strings.ToLower(string(proto)), p.Port)
-		probe := probePort()
-		env := []corev1.EnvVar{
-			{Name: forwarder.EnvSrcPort, Value: strconv.Itoa(int(p.Port))},
-			{Name: forwarder.EnvSrcRanges, Value: srcRanges},
-			{Name: forwarder.EnvDestProto, Value: string(proto)},
-			{Name: forwarder.EnvDestPort, Value: strconv.Itoa(int(destPort))},
-		}
-		if local {
-			env = append(env, corev1.EnvVar{Name: forwarder.EnvDestIPs, ValueFrom: &corev1.EnvVarSource{
-				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.hostIPs"}}})
-		} else {
-			env = append(env, corev1.EnvVar{Name: forwarder.EnvDestIPs, Value: joinAddrs(clusterIPs)})
-		}
-		env = append(env,
-			corev1.EnvVar{Name: forwarder.EnvIPFamilies, Value: joinFamilies(families)},
-			corev1.EnvVar{Name: forwarder.EnvProbePort, Value: strconv.Itoa(int(probe))},
-		)
-		containers = append(containers, corev1.Container{
-			Name:            name,
-			Image:           opts.Image,
-			ImagePullPolicy: opts.ImagePullPolicy,
-			Args:            []string{"svclb"},
-			Ports: []corev1.ContainerPort{{
-				Name: name, ContainerPort: p.Port, HostPort: p.Port, Protocol: proto,
-			}},
-			Env: env,
-			ReadinessProbe: &corev1.Probe{
-				ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-					Path: "/readyz", Port: intstr.FromInt32(probe), Scheme: corev1.URISchemeHTTP,
-				}},
-				PeriodSeconds: 2,
-			},
-			// The forwarder writes nothing to disk (nftables through netlink) and needs little memory: the
-			// rules live in the kernel; the userspace proxy, where nftables cannot forward, splices TCP in
-			// the kernel and holds 64 KiB per UDP session (the limit allows about 3,000). No CPU limit: a
-			// throttled proxy adds latency to every connection.
-			Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
-				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-			},
-			SecurityContext: &corev1.SecurityContext{
-				Privileged:               ptr(false),
-				AllowPrivilegeEscalation: ptr(false),
-				ReadOnlyRootFilesystem:   ptr(true),
-				Capabilities: &corev1.Capabilities{
-					Drop: []corev1.Capability{"ALL"},
-					Add:  []corev1.Capability{"NET_ADMIN"},
-				},
-			},
-		})
+		containers = append(containers, c)
 	}
-
 	priorityClass, pp := priorityClassName(svc, opts.Forwarders)
 	problems = append(problems, pp...)
 	tolerations, tp := Tolerations(svc, opts.Forwarders)
 	problems = append(problems, tp...)
 	affinity, ap := Affinity(svc, opts.PoolNodeSelector, opts.Nodes)
 	problems = append(problems, ap...)
-
 	if len(problems) > 0 {
 		return nil, problems
 	}
-
-	var sysctls []corev1.Sysctl
-	for _, f := range families {
-		if f == corev1.IPv4Protocol {
-			sysctls = append(sysctls, corev1.Sysctl{Name: SysctlIPv4Forward, Value: "1"})
-		} else {
-			sysctls = append(sysctls, corev1.Sysctl{Name: SysctlIPv6Forward, Value: "1"})
-		}
-	}
-
 	labels := Labels(svc)
 	ds := &appsv1.DaemonSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
@@ -337,7 +208,7 @@ func Build(svc *corev1.Service, opts Options) (*appsv1.DaemonSet, []Problem) {
 					Tolerations:                  tolerations,
 					Affinity:                     affinity,
 					SecurityContext: &corev1.PodSecurityContext{
-						Sysctls:        sysctls,
+						Sysctls:        forwardingSysctls(families),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
 				},
@@ -345,6 +216,173 @@ func Build(svc *corev1.Service, opts Options) (*appsv1.DaemonSet, []Problem) {
 		},
 	}
 	return ds, nil
+}
+
+// checkBuild reports what Build cannot do without: its options, the
+// Service's UID, an IP family and a port.
+func checkBuild(svc *corev1.Service, opts Options, families []corev1.IPFamily) []Problem {
+	var problems []Problem
+	bad := func(field, reason string) {
+		problems = append(problems, Problem{Field: field, Reason: reason})
+	}
+	if opts.Namespace == "" {
+		bad("options.namespace", "the ServiceLB namespace is not set")
+	}
+	if opts.Image == "" {
+		bad("options.image", "the Herald image is not set")
+	}
+	if svc.UID == "" {
+		bad("metadata.uid", "the Service has no UID (the DaemonSet's name and selector need it)")
+	}
+	if len(families) == 0 {
+		bad("spec.ipFamilies", "the Service has no IP family (no ClusterIP)")
+	}
+	if len(svc.Spec.Ports) == 0 {
+		bad("spec.ports", "the Service has no port")
+	}
+	return problems
+}
+
+// clusterDestinations are the ClusterIPs of the Service's families, where
+// externalTrafficPolicy Cluster forwards to; none is a problem.
+func clusterDestinations(svc *corev1.Service, families []corev1.IPFamily) ([]netip.Addr, []Problem) {
+	var parsed []netip.Addr
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	for _, s := range ips {
+		if a, err := netip.ParseAddr(s); err == nil {
+			parsed = append(parsed, a)
+		}
+	}
+	out := FilterFamilies(parsed, families)
+	if len(out) == 0 && len(families) > 0 {
+		return nil, []Problem{{Field: "spec.clusterIPs", Value: strings.Join(ips, ","),
+			Reason: "externalTrafficPolicy Cluster needs a ClusterIP of the Service's families to forward to"}}
+	}
+	return out, nil
+}
+
+// newProbePorts returns the allocator of the containers' readiness ports:
+// from base (DefaultProbePortBase when not positive) up, one per
+// container, never a port of the Service.
+func newProbePorts(svc *corev1.Service, base int) func() int32 {
+	if base <= 0 {
+		base = DefaultProbePortBase
+	}
+	servicePorts := map[int32]bool{}
+	for _, p := range svc.Spec.Ports {
+		servicePorts[p.Port] = true
+	}
+	next := int32(base)
+	return func() int32 {
+		for servicePorts[next] {
+			next++
+		}
+		p := next
+		next++
+		return p
+	}
+}
+
+// forwarderSpec is what every forwarder container of a Service shares.
+type forwarderSpec struct {
+	image      string
+	pullPolicy corev1.PullPolicy
+	local      bool // externalTrafficPolicy Local: to the NodePort on the node's own addresses
+	srcRanges  string
+	clusterIPs []netip.Addr
+	families   []corev1.IPFamily
+	probe      func() int32
+}
+
+// container is the forwarder container of the Service port p (at field),
+// or the problem that keeps it from being one.
+func (fw *forwarderSpec) container(field string, p corev1.ServicePort, ports config.PortPolicy) (corev1.Container, *Problem) {
+	proto := p.Protocol
+	if proto == "" {
+		proto = corev1.ProtocolTCP
+	}
+	if proto != corev1.ProtocolTCP && proto != corev1.ProtocolUDP {
+		return corev1.Container{}, &Problem{Field: field + ".protocol", Value: string(proto), Reason: "herald svclb forwards only TCP and UDP"}
+	}
+	if why := ports.Refusal(string(proto), p.Port); why != "" {
+		return corev1.Container{}, &Problem{Field: field + ".port", Value: strconv.Itoa(int(p.Port)), Denied: true, Reason: why}
+	}
+	destPort := p.Port
+	if fw.local {
+		destPort = p.NodePort
+		if destPort == 0 {
+			return corev1.Container{}, &Problem{Field: field + ".nodePort",
+				Reason: "externalTrafficPolicy Local forwards to the NodePort, and the port has none (allocateLoadBalancerNodePorts: false?)"}
+		}
+	}
+	name := fmt.Sprintf("lb-%s-%d", strings.ToLower(string(proto)), p.Port)
+	probe := fw.probe()
+	env := []corev1.EnvVar{
+		{Name: forwarder.EnvSrcPort, Value: strconv.Itoa(int(p.Port))},
+		{Name: forwarder.EnvSrcRanges, Value: fw.srcRanges},
+		{Name: forwarder.EnvDestProto, Value: string(proto)},
+		{Name: forwarder.EnvDestPort, Value: strconv.Itoa(int(destPort))},
+	}
+	if fw.local {
+		env = append(env, corev1.EnvVar{Name: forwarder.EnvDestIPs, ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.hostIPs"}}})
+	} else {
+		env = append(env, corev1.EnvVar{Name: forwarder.EnvDestIPs, Value: joinAddrs(fw.clusterIPs)})
+	}
+	env = append(env,
+		corev1.EnvVar{Name: forwarder.EnvIPFamilies, Value: joinFamilies(fw.families)},
+		corev1.EnvVar{Name: forwarder.EnvProbePort, Value: strconv.Itoa(int(probe))},
+	)
+	return corev1.Container{
+		Name:            name,
+		Image:           fw.image,
+		ImagePullPolicy: fw.pullPolicy,
+		Args:            []string{"svclb"},
+		Ports: []corev1.ContainerPort{{
+			Name: name, ContainerPort: p.Port, HostPort: p.Port, Protocol: proto,
+		}},
+		Env: env,
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/readyz", Port: intstr.FromInt32(probe), Scheme: corev1.URISchemeHTTP,
+			}},
+			PeriodSeconds: 2,
+		},
+		// The forwarder writes nothing to disk (nftables through netlink) and needs little memory: the
+		// rules live in the kernel; the userspace proxy, where nftables cannot forward, splices TCP in
+		// the kernel and holds 64 KiB per UDP session (the limit allows about 3,000). No CPU limit: a
+		// throttled proxy adds latency to every connection.
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		},
+		SecurityContext: &corev1.SecurityContext{
+			Privileged:               ptr(false),
+			AllowPrivilegeEscalation: ptr(false),
+			ReadOnlyRootFilesystem:   ptr(true),
+			Capabilities: &corev1.Capabilities{
+				Drop: []corev1.Capability{"ALL"},
+				Add:  []corev1.Capability{"NET_ADMIN"},
+			},
+		},
+	}, nil
+}
+
+// forwardingSysctls turn on forwarding for each of the Service's families
+// in the pod's network namespace.
+func forwardingSysctls(families []corev1.IPFamily) []corev1.Sysctl {
+	var out []corev1.Sysctl
+	for _, f := range families {
+		if f == corev1.IPv4Protocol {
+			out = append(out, corev1.Sysctl{Name: SysctlIPv4Forward, Value: "1"})
+		} else {
+			out = append(out, corev1.Sysctl{Name: SysctlIPv6Forward, Value: "1"})
+		}
+	}
+	return out
 }
 
 // Labels are the labels of the DaemonSet and its pods.
