@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/herald-lb/herald/announce/l2"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/controller"
 	"github.com/herald-lb/herald/controller/webhook"
@@ -289,7 +290,7 @@ type recordingAnnouncer struct {
 	set map[netip.Addr][]string
 }
 
-func (r *recordingAnnouncer) SetL2(d map[netip.Addr][]string) error {
+func (r *recordingAnnouncer) Set(d map[netip.Addr][]string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.set = d
@@ -298,7 +299,7 @@ func (r *recordingAnnouncer) SetL2(d map[netip.Addr][]string) error {
 func (r *recordingAnnouncer) Reannounce()                     {}
 func (r *recordingAnnouncer) DefaultInterfaces() []string     { return []string{"eth0"} }
 func (r *recordingAnnouncer) DefaultChanged() <-chan struct{} { return nil }
-func (r *recordingAnnouncer) L2Stats() map[string]speaker.L2Counters {
+func (r *recordingAnnouncer) Stats() map[string]l2.Counters {
 	return nil
 }
 func (r *recordingAnnouncer) Close() error { return nil }

@@ -23,9 +23,9 @@ type Announcer interface {
 	// families) mapped to the interfaces to answer on; nil interfaces
 	// means the node's default eligible set, which the announcer keeps
 	// current: when it changes, the addresses on it move with it without
-	// another SetL2. The announcer keeps the set (the agent does not): an
+	// another Set. The announcer keeps the set (the agent does not): an
 	// unchanged set costs a map comparison, and it logs the changes.
-	SetL2(desired map[netip.Addr][]string) error
+	Set(desired map[netip.Addr][]string) error
 	// Reannounce sends a new round of gratuitous announcements for every
 	// address answered now.
 	Reannounce()
@@ -37,23 +37,15 @@ type Announcer interface {
 	// it again, so that the caller reports the new set. A nil channel:
 	// it never changes.
 	DefaultChanged() <-chan struct{}
-	// L2Stats returns cumulative counters per interface.
-	L2Stats() map[string]L2Counters
+	// Stats returns cumulative counters per interface.
+	Stats() map[string]l2.Counters
 	// Close stops answering at once.
 	Close() error
 }
 
-// L2Counters are one interface's cumulative counters, both families.
-type L2Counters = l2.Counters
-
-// l2Announcer is the real Announcer: announce/l2's, under the names the
-// agent uses.
-type l2Announcer struct{ *l2.Announcer }
+var _ Announcer = (*l2.Announcer)(nil)
 
 // NewL2Announcer starts the node's layer 2 announcer (see l2.New).
 func NewL2Announcer(log *slog.Logger, exclude []string) Announcer {
-	return l2Announcer{l2.New(log, exclude)}
+	return l2.New(log, exclude)
 }
-
-func (a l2Announcer) SetL2(desired map[netip.Addr][]string) error { return a.Set(desired) }
-func (a l2Announcer) L2Stats() map[string]L2Counters              { return a.Stats() }

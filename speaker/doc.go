@@ -13,7 +13,7 @@
 //	                             v
 //	                  plan.Compute -> Result.For(node)
 //	                             |
-//	     Announcer.SetL2 (announce/arp + announce/ndp)   ServiceL2Status, events, metrics
+//	     Announcer.Set (announce/arp + announce/ndp)     ServiceL2Status, events, metrics
 //
 // # The loop
 //
@@ -78,7 +78,7 @@
 // enslaved interface (its bridge or bond answers instead) and onto a new
 // one with no re-plan. It logs "default interfaces changed" (old, new) at
 // Info and signals DefaultChanged; the agent then re-plans, which rewrites
-// the status. SetL2 reads the set too, so a lost link event is caught by
+// the status. Set reads the set too, so a lost link event is caught by
 // the next plan; when the kernel drops the event subscription (overflow),
 // the announcer subscribes again and reads the set. DefaultInterfaces
 // gives the set as answered on now; herald_l2_interfaces is its size.

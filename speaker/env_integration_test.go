@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/announce/l2"
 	"github.com/herald-lb/herald/config/configobjs"
 
 	"github.com/go-logr/logr"
@@ -96,7 +97,7 @@ func (f *fakeAnnouncer) setDefault(names ...string) {
 	}
 }
 
-func (f *fakeAnnouncer) SetL2(d map[netip.Addr][]string) error {
+func (f *fakeAnnouncer) Set(d map[netip.Addr][]string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.set = map[netip.Addr][]string{}
@@ -117,8 +118,8 @@ func (f *fakeAnnouncer) Reannounce() {
 	f.reannounced++
 }
 
-func (f *fakeAnnouncer) L2Stats() map[string]L2Counters {
-	return map[string]L2Counters{"eth0": {Answered: 1}}
+func (f *fakeAnnouncer) Stats() map[string]l2.Counters {
+	return map[string]l2.Counters{"eth0": {Answered: 1}}
 }
 
 func (f *fakeAnnouncer) Close() error {

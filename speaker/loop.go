@@ -268,7 +268,7 @@ func (a *Agent) sync(ctx context.Context) error {
 	}
 	// The announcer keeps the set, skips it when unchanged and logs the
 	// changes.
-	if err := a.ann.SetL2(desired); err != nil {
+	if err := a.ann.Set(desired); err != nil {
 		// Set is idempotent and applies every valid entry; what it
 		// rejects would be rejected again.
 		a.log.Warn("announcer rejected part of the plan", "error", err)

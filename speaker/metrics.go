@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/herald-lb/herald/announce/l2"
 	"github.com/herald-lb/herald/internal/utf8text"
 	"github.com/herald-lb/herald/speaker/members"
 	"github.com/herald-lb/herald/speaker/plan"
@@ -173,8 +174,8 @@ func (c *l2Collector) Describe(ch chan<- *prometheus.Desc) {
 // label value must be), and names that escape alike are summed, so one odd
 // interface never fails the scrape.
 func (c *l2Collector) Collect(ch chan<- prometheus.Metric) {
-	byLabel := map[string]L2Counters{}
-	for name, s := range c.ann.L2Stats() {
+	byLabel := map[string]l2.Counters{}
+	for name, s := range c.ann.Stats() {
 		l := utf8text.Escape(name)
 		sum := byLabel[l]
 		sum.Answered += s.Answered

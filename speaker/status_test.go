@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/herald-lb/herald/announce/l2"
 	"github.com/herald-lb/herald/config/v1beta1"
 	"github.com/herald-lb/herald/speaker/plan"
 )
@@ -99,19 +100,19 @@ func TestStatusName(t *testing.T) {
 
 // recording is a minimal Announcer for unit tests.
 type recording struct {
-	stats map[string]L2Counters
+	stats map[string]l2.Counters
 	def   []string
 }
 
-func (r *recording) SetL2(map[netip.Addr][]string) error { return nil }
-func (r *recording) DefaultInterfaces() []string         { return r.def }
-func (r *recording) DefaultChanged() <-chan struct{}     { return nil }
-func (r *recording) L2Stats() map[string]L2Counters      { return r.stats }
-func (r *recording) Reannounce()                         {}
-func (r *recording) Close() error                        { return nil }
+func (r *recording) Set(map[netip.Addr][]string) error { return nil }
+func (r *recording) DefaultInterfaces() []string       { return r.def }
+func (r *recording) DefaultChanged() <-chan struct{}   { return nil }
+func (r *recording) Stats() map[string]l2.Counters     { return r.stats }
+func (r *recording) Reannounce()                       {}
+func (r *recording) Close() error                      { return nil }
 
 func TestL2Collector(t *testing.T) {
-	r := &recording{stats: map[string]L2Counters{"eth0": {Answered: 3, Gratuitous: 2}, "eth1": {Answered: 1}},
+	r := &recording{stats: map[string]l2.Counters{"eth0": {Answered: 3, Gratuitous: 2}, "eth1": {Answered: 1}},
 		def: []string{"br0", "eth0", "eth1"}}
 	if v := testutil.ToFloat64(l2Interfaces(r)); v != 3 {
 		t.Errorf("herald_l2_interfaces = %v, want 3", v)
@@ -150,7 +151,7 @@ herald_l2_announced{address="10.0.0.2",node="n1",service="a/web"} 1
 // the status would be rewritten on every plan).
 func TestOddInterfaceNames(t *testing.T) {
 	odd, odd2 := "eth\xff", `eth\xff` // the second is what the first escapes to
-	r := &recording{stats: map[string]L2Counters{odd: {Answered: 3}, odd2: {Answered: 4}, "eth0": {Answered: 1}},
+	r := &recording{stats: map[string]l2.Counters{odd: {Answered: 3}, odd2: {Answered: 4}, "eth0": {Answered: 1}},
 		def: []string{odd, "eth0"}}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(&l2Collector{ann: r,

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Options configure a Responder.
+// Options configure an ARP responder.
 type Options struct {
 	Logger *slog.Logger
 	// Gratuitous is the number of gratuitous ARP rounds (a request and a
@@ -35,73 +35,36 @@ type Options struct {
 	ownHost bool            // NewAt: Close closes host
 }
 
-// Counters are one interface's cumulative counters.
-type Counters struct {
-	// Answered counts ARP replies sent to requests.
-	Answered uint64
-	// Gratuitous counts gratuitous rounds sent.
-	Gratuitous uint64
-	// Malformed counts frames dropped because they did not parse.
-	Malformed uint64
-}
-
-// Stats are the counters per interface name.
-type Stats map[string]Counters
-
-// Responder answers ARP for a desired set of addresses.
-type Responder struct {
-	e *responder.Engine
-}
-
-// New starts a responder with nothing to answer for.
-func New(o Options) *Responder {
+// New starts an ARP responder with nothing to answer for: the layer 2
+// engine (announce/internal/responder) with this package's protocol. Its
+// Set takes each owned IPv4 address with the names of the interfaces to
+// answer on (gaining an address sends gratuitous ARP at once; losing one
+// stops answering before Set returns); Stats counts per interface the
+// replies sent, the gratuitous rounds and the malformed frames dropped.
+func New(o Options) *responder.Engine {
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Responder{e: responder.New(responder.Config{
+	return responder.New(responder.Config{
 		Proto:   proto{log: log.With("proto", "arp")},
 		Host:    o.host,
 		OwnHost: o.ownHost,
 		Logger:  log.With("proto", "arp"),
 		Timing:  responder.Timing{Gratuitous: o.Gratuitous, Interval: o.GratuitousInterval},
-	})}
+	})
 }
-
-// Set converges to the desired state: each owned IPv4 address mapped to the
-// names of the interfaces to answer on. It is idempotent and replaces the
-// whole previous state. Gaining an (address, interface) sends gratuitous
-// ARP at once; losing one stops answering before Set returns. Interfaces
-// that are missing, or vanish later, are reopened in the background with
-// backoff. Invalid entries are skipped and reported in the error.
-func (r *Responder) Set(desired map[netip.Addr][]string) error { return r.e.Set(desired) }
-
-// Reannounce sends a new round of gratuitous ARP for every address answered
-// now (see responder.Engine.Reannounce).
-func (r *Responder) Reannounce() { r.e.Reannounce() }
-
-// Close stops answering and releases the sockets.
-func (r *Responder) Close() error { return r.e.Close() }
 
 // NewAt starts a responder that works in the network namespace ns instead
 // of the process's (tests, and agents that run in a namespace of their
 // own). ns stays owned by the caller and must stay open until Close.
-func NewAt(ns netns.NsHandle, o Options) (*Responder, error) {
+func NewAt(ns netns.NsHandle, o Options) (*responder.Engine, error) {
 	h, err := responder.HostAt(ns)
 	if err != nil {
 		return nil, fmt.Errorf("netlink in namespace: %w", err)
 	}
 	o.host, o.ownHost = h, true
 	return New(o), nil
-}
-
-// Stats returns cumulative counters per interface.
-func (r *Responder) Stats() Stats {
-	out := Stats{}
-	for n, c := range r.e.Stats() {
-		out[n] = Counters{Answered: c.Answered, Gratuitous: c.Gratuitous, Malformed: c.Malformed}
-	}
-	return out
 }
 
 type proto struct{ log *slog.Logger }

@@ -28,7 +28,7 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // startIn starts a responder inside ns, closed at cleanup.
-func startIn(t *testing.T, ns *netnstest.NS, o Options) *Responder {
+func startIn(t *testing.T, ns *netnstest.NS, o Options) *responder.Engine {
 	t.Helper()
 	h, err := responder.HostAt(ns.Handle())
 	if err != nil {

@@ -18,14 +18,15 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/herald-lb/herald/announce/arp"
+	"github.com/herald-lb/herald/announce/internal/responder"
 	"github.com/herald-lb/herald/announce/ndp"
 	"github.com/herald-lb/herald/announce/netif"
 )
 
-// Counters are one interface's cumulative counters, both families.
-type Counters struct {
-	Answered, Gratuitous uint64
-}
+// Counters are one interface's cumulative counters, both families: the
+// engines' count (answers sent, gratuitous announcements, malformed
+// requests dropped), one type from the engine to the metrics.
+type Counters = responder.Count
 
 // Announcer answers ARP and NDP for a desired set of addresses, on named
 // interfaces or on the node's default eligible set (netif.Eligible), which
@@ -37,8 +38,8 @@ type Counters struct {
 // sent). mu guards only the recorded state and is never held across I/O, so
 // the readers (DefaultInterfaces, the metrics) never wait for an apply.
 type Announcer struct {
-	arp     *arp.Responder
-	ndp     *ndp.Responder
+	arp     *responder.Engine // arp.New: the engine with the ARP protocol
+	ndp     *responder.Engine // ndp.New: with NDP
 	exclude []string
 	log     *slog.Logger
 	nl      *netlink.Handle // reads the interfaces (List)
@@ -303,17 +304,14 @@ func (a *Announcer) DefaultChanged() <-chan struct{} { return a.changes }
 // Stats returns cumulative counters per interface, both families.
 func (a *Announcer) Stats() map[string]Counters {
 	out := map[string]Counters{}
-	for n, c := range a.arp.Stats() {
-		o := out[n]
-		o.Answered += c.Answered
-		o.Gratuitous += c.Gratuitous
-		out[n] = o
-	}
-	for n, c := range a.ndp.Stats() {
-		o := out[n]
-		o.Answered += c.Answered
-		o.Gratuitous += c.Gratuitous
-		out[n] = o
+	for _, e := range []*responder.Engine{a.arp, a.ndp} {
+		for n, c := range e.Stats() {
+			o := out[n]
+			o.Answered += c.Answered
+			o.Gratuitous += c.Gratuitous
+			o.Malformed += c.Malformed
+			out[n] = o
+		}
 	}
 	return out
 }

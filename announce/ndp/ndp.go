@@ -23,7 +23,7 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// Options configure a Responder.
+// Options configure an NDP responder.
 type Options struct {
 	Logger *slog.Logger
 	// Gratuitous is the number of unsolicited advertisements (Override
@@ -38,76 +38,40 @@ type Options struct {
 	ownHost bool            // NewAt: Close closes host
 }
 
-// Counters are one interface's cumulative counters.
-type Counters struct {
-	// Answered counts advertisements sent in answer to solicitations.
-	Answered uint64
-	// Gratuitous counts unsolicited advertisements sent.
-	Gratuitous uint64
-	// Malformed counts solicitations dropped as invalid.
-	Malformed uint64
-}
-
-// Stats are the counters per interface name.
-type Stats map[string]Counters
-
-// Responder answers neighbour solicitations for a desired set of addresses.
-type Responder struct {
-	e *responder.Engine
-}
-
-// New starts a responder with nothing to answer for. It removes the local
-// routes a previous run may have left (see RouteProtocol).
-func New(o Options) *Responder {
+// New starts an NDP responder with nothing to answer for: the layer 2
+// engine (announce/internal/responder) with this package's protocol. It
+// removes the local routes a previous run may have left (see
+// RouteProtocol), and Close removes its own. Its Set takes each owned IPv6
+// address with the names of the interfaces to answer on (gaining an
+// address sends an unsolicited advertisement at once; losing one stops
+// answering before Set returns); Stats counts per interface the
+// advertisements sent in answer, the unsolicited ones and the malformed
+// solicitations dropped.
+func New(o Options) *responder.Engine {
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("proto", "ndp")
-	return &Responder{e: responder.New(responder.Config{
+	return responder.New(responder.Config{
 		Proto:   proto{log: log, noMatch: new(atomic.Bool)},
 		Host:    o.host,
 		OwnHost: o.ownHost,
 		Logger:  log,
 		Timing:  responder.Timing{Gratuitous: o.Gratuitous, Interval: o.GratuitousInterval},
-	})}
+	})
 }
-
-// Set converges to the desired state: each owned IPv6 address mapped to the
-// names of the interfaces to answer on. It is idempotent and replaces the
-// whole previous state. Gaining an (address, interface) sends an
-// unsolicited advertisement at once; losing one stops answering before Set
-// returns. Interfaces that are missing, or vanish later, are reopened in the
-// background with backoff. Invalid entries are skipped and reported in the
-// error.
-func (r *Responder) Set(desired map[netip.Addr][]string) error { return r.e.Set(desired) }
-
-// Reannounce sends a new round of unsolicited neighbour advertisements
-// for every address answered now (see responder.Engine.Reannounce).
-func (r *Responder) Reannounce() { r.e.Reannounce() }
-
-// Close stops answering, releases the sockets and removes the local routes.
-func (r *Responder) Close() error { return r.e.Close() }
 
 // NewAt starts a responder that works in the network namespace ns instead
 // of the process's (tests, and agents that run in a namespace of their
 // own). ns stays owned by the caller and must stay open until Close.
-func NewAt(ns netns.NsHandle, o Options) (*Responder, error) {
+func NewAt(ns netns.NsHandle, o Options) (*responder.Engine, error) {
 	h, err := responder.HostAt(ns)
 	if err != nil {
 		return nil, fmt.Errorf("netlink in namespace: %w", err)
 	}
 	o.host, o.ownHost = h, true
 	return New(o), nil
-}
-
-// Stats returns cumulative counters per interface.
-func (r *Responder) Stats() Stats {
-	out := Stats{}
-	for n, c := range r.e.Stats() {
-		out[n] = Counters{Answered: c.Answered, Gratuitous: c.Gratuitous, Malformed: c.Malformed}
-	}
-	return out
 }
 
 type proto struct {

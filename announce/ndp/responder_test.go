@@ -44,7 +44,7 @@ func hostIn(t *testing.T, ns *netnstest.NS) *responder.Host {
 }
 
 // startIn starts a responder inside ns, closed at cleanup.
-func startIn(t *testing.T, ns *netnstest.NS, o Options) *Responder {
+func startIn(t *testing.T, ns *netnstest.NS, o Options) *responder.Engine {
 	t.Helper()
 	o.host = hostIn(t, ns)
 	if o.Logger == nil {

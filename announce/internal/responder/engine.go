@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/herald-lb/herald/announce/netif"
 )
 
 // Iface identifies the interface a listener is opened on.
@@ -223,11 +225,14 @@ func (e *Engine) Set(desired map[netip.Addr][]string) error {
 // announcements pointed the clients away from it.
 func (e *Engine) Reannounce() { e.do(Reannounce{}) }
 
-// LinksChanged tells the engine about link events (the owner follows them:
-// one subscription per node, not one per engine). It does not wait: the
+// LinksChanged tells the engine about link events (netif.Follow; the owner
+// follows them: one subscription per node, not one per engine): its
+// listeners on those interfaces are checked at once, and one that went down
+// announces again when it is back. It does not wait: the
 // events are merged and handled by the loop at once. Without them, the
 // periodic check (Timing.Check) catches changes later.
-func (e *Engine) LinksChanged(c LinksChanged) {
+func (e *Engine) LinksChanged(nc netif.Changes) {
+	c := LinksChanged{All: nc.All, Changed: nc.Changed, Down: nc.Down}
 	e.lmu.Lock()
 	e.links.All = e.links.All || c.All
 	e.links.Changed = append(e.links.Changed, c.Changed...)

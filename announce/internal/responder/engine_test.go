@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-lb/herald/announce/netif"
 	"github.com/herald-lb/herald/internal/logbuf"
 )
 
@@ -282,7 +283,7 @@ func TestEngineLinksChanged(t *testing.T) {
 	f.await(t, "announce eth0 192.0.2.1", 1)
 	// The link bounced: it is up again at the check, but the down event
 	// says the LAN may have missed the announcements.
-	e.LinksChanged(LinksChanged{Down: []string{"eth0"}})
+	e.LinksChanged(netif.Changes{Down: []string{"eth0"}})
 	f.await(t, "lookup eth0", 1)
 	f.await(t, "announce eth0 192.0.2.1", 1)
 	eventually(t, "the second announcement counted", func() bool { return e.Stats()["eth0"].Gratuitous == 2 })
