@@ -46,11 +46,12 @@ func New(o Options) *responder.Engine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = log.With("proto", "arp")
 	return responder.New(responder.Config{
-		Proto:   proto{log: log.With("proto", "arp")},
+		Proto:   proto{log: log},
 		Host:    o.host,
 		OwnHost: o.ownHost,
-		Logger:  log.With("proto", "arp"),
+		Logger:  log,
 		Timing:  responder.Timing{Gratuitous: o.Gratuitous, Interval: o.GratuitousInterval},
 	})
 }

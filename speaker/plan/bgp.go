@@ -1002,7 +1002,7 @@ func resolve(sessions []BGPSession, routes []bgpRoute, node4, node6 netip.Addr, 
 		sessions[i].Services = make([][]string, 0, n[i])
 	}
 	var left []BGPIssue
-	paths := map[[2]uint32][]uint32{} // (local AS, prepends) -> AS path, shared
+	var paths map[[2]uint32][]uint32 // (local AS, prepends) -> AS path, shared; made at the first prepend
 	for i := range routes {
 		r := &routes[i]
 		for _, name := range r.Peers {
@@ -1017,6 +1017,9 @@ func resolve(sessions []BGPSession, routes []bgpRoute, node4, node6 netip.Addr, 
 				key := [2]uint32{s.Peer.LocalASN, uint32(r.ASPathPrepend)}
 				if path = paths[key]; path == nil {
 					path = slices.Repeat([]uint32{s.Peer.LocalASN}, int(r.ASPathPrepend))
+					if paths == nil {
+						paths = map[[2]uint32][]uint32{}
+					}
 					paths[key] = path
 				}
 			}

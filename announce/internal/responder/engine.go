@@ -231,8 +231,7 @@ func (e *Engine) Reannounce() { e.do(Reannounce{}) }
 // announces again when it is back. It does not wait: the
 // events are merged and handled by the loop at once. Without them, the
 // periodic check (Timing.Check) catches changes later.
-func (e *Engine) LinksChanged(nc netif.Changes) {
-	c := LinksChanged{All: nc.All, Changed: nc.Changed, Down: nc.Down}
+func (e *Engine) LinksChanged(c netif.Changes) {
 	e.lmu.Lock()
 	e.links.All = e.links.All || c.All
 	e.links.Changed = append(e.links.Changed, c.Changed...)
